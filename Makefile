@@ -1,0 +1,38 @@
+# kairo-orch: every target bootstraps what it needs, so `make test` works on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test test-fast check format demo clean-venv
+
+install: $(STAMP)
+
+# git and tmux come from the system's packages when missing; the rest from PyPI.
+$(STAMP): pyproject.toml scripts/install-system-packages.sh
+	@bash scripts/install-system-packages.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m 'not slow'
+
+check: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+demo: $(STAMP)
+	$(BIN)/python scripts/demo.py
+
+clean-venv:
+	rm -rf $(VENV)

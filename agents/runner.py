@@ -1,0 +1,328 @@
+"""The in-pane runner: wraps one agent attempt inside its tmux pane and records how it ended.
+
+    python -m agents.runner SPEC_PATH        (the supervisor uses `runner_argv`, see below)
+
+The supervisor is not the agent's parent (the pane is), so it cannot `wait()` for it. This
+runner is: it starts the agent, tees its output to the pane and to a log, and writes two
+small JSON files atomically, which are the durable truth about the attempt:
+
+    started_path  {"pid": runner pid, "agent_pid": int|null, "pgid": int|null,
+                   "pane_id": "%3"|null, "started_at": iso}
+    exit_path     {"exit_code": int, "signal": int|null, "runner_signal": int|null,
+                   "killed": bool, "ended_at": iso, "output_tail": str}
+
+then wakes the supervisor with `tmux wait-for -S CHANNEL` (a hint only: the supervisor also
+polls) and prints a one-line footer. `exit_code` follows the shell: 128+N for a death by
+signal N, 127 when the program does not exist, 126 when it cannot be started. `signal` is
+N; `runner_signal` is the SIGTERM/SIGHUP/SIGINT the runner got, if any (the attempt was
+stopped rather than failing on its own); `killed` says the group had to be SIGKILLed.
+
+The spec (written by the supervisor; keys marked ? are optional):
+
+    {"argv": [str, ...], "cwd": str, "env": {str: str}, "output_log": str,
+     "started_path": str, "exit_path": str, "tmux_socket": str|null,
+     "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float}
+
+The agent gets exactly `env` (the supervisor's, not the pane's, which is the tmux
+server's), runs in `cwd` in a new session, so its process group can be signalled as one,
+and its stdin is /dev/null. When the agent's own process exits, whatever is left of its
+group is sent SIGTERM and then SIGKILL too: a worktree is committed and removed after the
+attempt, and nothing of the attempt may keep writing to it.
+
+Standard library only, and nothing imported that is not used: this starts once per attempt
+and sits in front of the agent's startup (about 15 ms all told; see the module's tests).
+"""
+
+# pathlib would cost ~3 ms of the runner's ~15 ms startup; os.path is free:
+# ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+TYPE_CHECKING = False  # the `typing` import costs ~2 ms, a seventh of the runner's startup
+if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict
+
+    class RunnerSpec(TypedDict):
+        argv: list[str]
+        cwd: str
+        env: dict[str, str]
+        output_log: str
+        started_path: str
+        exit_path: str
+        tmux_socket: str | None
+        wake_channel: str | None
+        title: str
+        tmux_bin: NotRequired[str]
+        grace_seconds: NotRequired[float]
+
+
+TAIL_BYTES = 4096
+GRACE_SECONDS = 5.0
+# After SIGKILL, how long to keep copying output that is still buffered in the pipe; a
+# process outside the group (one that called setsid) may hold it open for ever.
+DRAIN_SECONDS = 0.5
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_REQUIRED = {
+    "argv": list,
+    "cwd": str,
+    "env": dict,
+    "output_log": str,
+    "started_path": str,
+    "exit_path": str,
+    "title": str,
+}
+
+
+def runner_argv(spec_path: str, *, python: str = sys.executable) -> list[str]:
+    """The pane command that runs this runner on `spec_path`.
+
+    The file is run by path under `-I -S` rather than `-m agents.runner`: the pane's cwd is a
+    worktree of the user's repository, which may well hold an `agents/` package of its own,
+    and no site-packages are needed (it also saves ~5 ms).
+    """
+    return [python, "-I", "-S", os.path.abspath(__file__), spec_path]
+
+
+def write_json_atomic(path: str, record: object) -> None:
+    """Replace `path` with `record` so that a reader sees the old file or the whole new one,
+    even across a power cut: write a temporary file, fsync, rename, fsync the directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    data = json.dumps(record, separators=(",", ":")).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load_spec(path: str) -> RunnerSpec:
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, dict):
+        raise TypeError("the spec is not a JSON object")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(raw.get(key), kind):
+            raise TypeError(f"spec key {key!r} is missing or not a {kind.__name__}")
+    if not raw["argv"] or not all(isinstance(a, str) for a in raw["argv"]):
+        raise TypeError("spec key 'argv' must be a non-empty list of strings")
+    if not all(isinstance(v, str) for v in raw["env"].values()):
+        raise TypeError("spec key 'env' must map names to strings")
+    spec: RunnerSpec = raw  # type: ignore[assignment]  # checked field by field above
+    return spec
+
+
+def _now() -> str:
+    # time.strftime, not datetime: one import less, and milliseconds are enough.
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+class _Tee:
+    """Copies agent output to the pane and the log, keeping the last TAIL_BYTES."""
+
+    def __init__(self, log_path: str) -> None:
+        self.tail = bytearray()
+        self.pane_fd: int | None = 1
+        self.log_fd: int | None = None
+        try:
+            self.log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:  # the attempt still runs; its tail says why there is no log
+            self.write(f"kairo runner: cannot open the output log: {exc}\n".encode())
+
+    def write(self, data: bytes) -> None:
+        self.tail += data
+        if len(self.tail) > 2 * TAIL_BYTES:
+            del self.tail[:-TAIL_BYTES]
+        # Unbuffered writes: each chunk is in the log as soon as the agent wrote it. A pane
+        # that was closed (EIO) or a full disk must not stop the attempt, only the copy.
+        for attr in ("pane_fd", "log_fd"):
+            fd = getattr(self, attr)
+            try:
+                if fd is not None:
+                    _write_all(fd, data)
+            except OSError:
+                setattr(self, attr, None)
+
+    def close(self) -> None:
+        if self.log_fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self.log_fd)
+            os.close(self.log_fd)
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-TAIL_BYTES:])
+        while tail and tail[0] & 0xC0 == 0x80:  # do not start inside a UTF-8 sequence
+            tail = tail[1:]
+        return tail.decode("utf-8", "replace")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    # Either error means the group is gone (macOS answers EPERM for a group of zombies).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class _State:
+    """What the signal handlers saw; module-level because handlers take no context."""
+
+    stop_signal: int | None = None
+
+
+def _on_stop(signum: int, _frame: object) -> None:
+    if _State.stop_signal is None:
+        _State.stop_signal = signum
+
+
+def _supervise(proc: subprocess.Popen[bytes], tee: _Tee, wake_r: int, grace: float) -> bool:
+    """Copy output until the agent and its group are done; return whether SIGKILL was needed.
+
+    The agent is left unreaped (waitid WNOWAIT) until the end, so that its pid, which is the
+    group id, cannot be reused by an unrelated process while we still signal the group.
+    """
+    assert proc.stdout is not None
+    out_fd: int | None = proc.stdout.fileno()
+    exited = False
+    term_at: float | None = None
+    kill_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if not exited:
+            exited = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        if term_at is None and (exited or _State.stop_signal is not None):
+            _killpg(proc.pid, signal.SIGTERM)
+            term_at = now
+        if term_at is not None and kill_at is None and now >= term_at + grace:
+            _killpg(proc.pid, signal.SIGKILL)
+            kill_at = now
+        # Done once the agent exited and nobody holds the pipe open (EOF), or after SIGKILL
+        # plus a short drain.
+        if exited and (out_fd is None or (kill_at is not None and now >= kill_at + DRAIN_SECONDS)):
+            return kill_at is not None
+        deadline = term_at + grace if kill_at is None and term_at is not None else None
+        if kill_at is not None:
+            deadline = kill_at + DRAIN_SECONDS
+        timeout = None if deadline is None else max(0.0, deadline - now)
+        fds = [wake_r] if out_fd is None else [wake_r, out_fd]
+        ready, _, _ = select.select(fds, [], [], timeout)
+        if wake_r in ready:
+            os.read(wake_r, 512)  # SIGCHLD or a stop signal: the checks above run again
+        if out_fd is not None and out_fd in ready:
+            chunk = os.read(out_fd, 65536)
+            if chunk:
+                tee.write(chunk)
+            else:
+                out_fd = None
+
+
+def run(spec: RunnerSpec) -> int:
+    """Run the attempt `spec` describes, record it, wake the supervisor; return its exit code."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, _on_stop)
+    # A Python-level handler is what makes SIGCHLD write to the wakeup fd.
+    signal.signal(signal.SIGCHLD, lambda _s, _f: None)
+
+    tee = _Tee(spec["output_log"])
+    started: dict[str, object] = {"pid": os.getpid(), "agent_pid": None, "pgid": None}
+    started["pane_id"] = os.environ.get("TMUX_PANE")
+    killed = False
+    code: int
+    sig: int | None = None
+    try:
+        proc = subprocess.Popen(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        tee.write(f"kairo runner: cannot start {spec['argv'][0]!r}: {exc}\n".encode())
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+    else:
+        started.update(agent_pid=proc.pid, pgid=proc.pid)
+        write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+        killed = _supervise(proc, tee, wake_r, float(spec.get("grace_seconds", GRACE_SECONDS)))
+        returncode = proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        code, sig = (128 - returncode, -returncode) if returncode < 0 else (returncode, None)
+    tee.close()
+    write_json_atomic(
+        spec["exit_path"],
+        {
+            "exit_code": code,
+            "signal": sig,
+            "runner_signal": _State.stop_signal,
+            "killed": killed,
+            "ended_at": _now(),
+            "output_tail": tee.text(),
+        },
+    )
+    _wake(spec)
+    how = f"killed by {signal.Signals(sig).name} (exit {code})" if sig else f"exited {code}"
+    if tee.pane_fd is not None:
+        _footer(tee.pane_fd, f"[kairo] {spec['title']} {how}\n")
+    return min(code, 255)
+
+
+def _wake(spec: RunnerSpec) -> None:
+    channel = spec.get("wake_channel")
+    if not channel:
+        return
+    socket = spec.get("tmux_socket")
+    argv = [spec.get("tmux_bin", "tmux"), *(["-L", socket] if socket else []), "wait-for", "-S"]
+    # Failing to wake is not fatal: the exit file is written and the supervisor polls for it.
+    # Without -L, tmux uses $TMUX, which inside the pane names the pane's own server.
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([*argv, channel], stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
+
+
+def _footer(fd: int, line: str) -> None:
+    with contextlib.suppress(OSError):
+        _write_all(fd, line.encode())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m agents.runner SPEC_PATH", file=sys.stderr)
+        return 2
+    try:
+        spec = load_spec(args[0])
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"kairo runner: cannot read the spec {args[0]}: {exc}", file=sys.stderr)
+        return 2
+    return run(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""What every command needs: the repository, the store, an execution id, its state."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.status import effective_status
+from orchestrator.errors import UsageError
+from orchestrator.git.repo import RepoPaths, discover_repo
+from orchestrator.runtime.journal import read_state
+from orchestrator.store import open_store
+from orchestrator.store.base import DurableExecutionStore, ExecutionRow
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def common_options(function: F) -> F:
+    """--repo and --store, which every command accepts (cli.md)."""
+    function = click.option(
+        "--store",
+        "store_url",
+        envvar="KAIRO_STORE",
+        default=None,
+        help="Store URL: sqlite:///abs/path.db (default: the repository's .git/kairo/kairo.db).",
+    )(function)
+    function = click.option(
+        "--repo",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(),
+        show_default=False,
+        help="The git repository (default: the current directory).",
+    )(function)
+    return function
+
+
+@dataclass
+class Workspace:
+    paths: RepoPaths
+    store: DurableExecutionStore
+    store_url: str | None
+
+    def resolve(self, id_or_prefix: str | None) -> str:
+        if id_or_prefix:
+            return self.store.resolve_id(id_or_prefix)
+        rows = self.store.list_executions()
+        if not rows:
+            raise UsageError("there is no execution in this repository yet")
+        return rows[0].execution_id
+
+    def row(self, execution_id: str) -> ExecutionRow:
+        row = self.store.get_execution(execution_id)
+        if row is None:
+            raise UsageError(f"no execution {execution_id}")
+        return row
+
+    def state(self, execution_id: str) -> ExecutionState:
+        return read_state(self.store, execution_id)
+
+    def status_of(self, state: ExecutionState) -> str:
+        return effective_status(state, supervisor_alive=supervisor_alive(state))
+
+
+@contextmanager
+def open_workspace(repo: Path, store_url: str | None) -> Iterator[Workspace]:
+    paths = discover_repo(repo)
+    with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+        yield Workspace(paths=paths, store=store, store_url=store_url)
+
+
+def supervisor_alive(state: ExecutionState) -> bool:
+    """Whether the supervisor that last started on this execution still runs.
+
+    On another host we cannot look; its lease will say (until then, assume it lives).
+    A pid that was reused by another program is not taken for the supervisor.
+    """
+    pid = state.supervisor_pid
+    if pid is None or state.ended is not None:
+        return False
+    if state.supervisor_host not in (None, socket.gethostname()):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return b"orchestrator.runtime.daemon" in cmdline

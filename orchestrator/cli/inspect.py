@@ -1,0 +1,118 @@
+"""Read-only commands: status, list, events, verify, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from orchestrator.cli import render
+from orchestrator.cli.context import common_options, open_workspace
+from orchestrator.core.report import build_report, to_markdown
+from orchestrator.core.status import status_document
+
+
+@click.command()
+@click.argument("execution", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (cli.md).")
+@common_options
+def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
+    """One execution: its state and every subtask's."""
+    with open_workspace(repo, store_url) as ws:
+        execution_id = ws.resolve(execution)
+        row = ws.row(execution_id)
+        state = ws.state(execution_id)
+        document = status_document(
+            state,
+            status=ws.status_of(state),
+            version=row.version,
+            head_seq=row.head_seq,
+            head_hash=row.head_hash,
+        )
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        render.status(document)
+
+
+@click.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array, newest first.")
+@common_options
+def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
+    """Every execution of this repository, newest first."""
+    with open_workspace(repo, store_url) as ws:
+        items = []
+        for row in ws.store.list_executions():
+            state = ws.state(row.execution_id)
+            items.append(
+                {
+                    "execution_id": row.execution_id,
+                    "plan": row.plan_name,
+                    "status": ws.status_of(state),
+                    "created_at": row.created_at,
+                    "subtasks": len(state.subtasks),
+                    "merged": len(state.merged),
+                }
+            )
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+    else:
+        render.executions(items)
+
+
+@click.command()
+@click.argument("execution")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@common_options
+def events(execution: str, as_json: bool, repo: Path, store_url: str | None) -> None:
+    """The event log, oldest first."""
+    with open_workspace(repo, store_url) as ws:
+        stored = ws.store.read_events(ws.resolve(execution))
+    for event in stored:
+        if as_json:
+            record = {
+                "seq": event.seq,
+                "event_id": event.event_id,
+                "event_type": event.event_type,
+                "schema_version": event.schema_version,
+                "created_at": event.created_at,
+                "payload": event.payload,
+                "event_hash": event.event_hash,
+            }
+            click.echo(json.dumps(record, separators=(",", ":")))
+        else:
+            click.echo(
+                render.event_line(event.seq, event.created_at, event.event_type, event.payload)
+            )
+
+
+@click.command()
+@click.argument("execution")
+@common_options
+def verify(execution: str, repo: Path, store_url: str | None) -> None:
+    """Verify the event log's hash chain and head."""
+    with open_workspace(repo, store_url) as ws:
+        execution_id = ws.resolve(execution)
+        seq, head_hash = ws.store.verify(execution_id)
+    click.echo(f"{execution_id}: the log verifies; head seq {seq}, hash {head_hash}")
+
+
+@click.command()
+@click.argument("execution", required=False)
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="The report as Markdown (a PR body).")
+@common_options
+def report(
+    execution: str | None, as_json: bool, as_markdown: bool, repo: Path, store_url: str | None
+) -> None:
+    """The merge report: what merged, what conflicted and with what, what failed and why."""
+    with open_workspace(repo, store_url) as ws:
+        state = ws.state(ws.resolve(execution))
+        document = build_report(state, ws.status_of(state))
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    elif as_markdown:
+        click.echo(to_markdown(document))
+    else:
+        render.report(document)

@@ -1,0 +1,60 @@
+"""Reading a plan file against a repository: base resolved, tracked files listed, validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from orchestrator.core.plan_file import LoadedPlan, load_plan
+from orchestrator.errors import KairoError, PlanError, UsageError
+from orchestrator.git.history import tracked_files
+from orchestrator.git.refs import rev_parse
+from orchestrator.git.repo import RepoPaths
+
+
+@dataclass(frozen=True)
+class PlanInRepo:
+    loaded: LoadedPlan
+    base_commit: str | None  # None outside a repository
+    path: Path
+
+
+def read_plan_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such plan file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read the plan: {error}") from None
+
+
+def _written_base(text: str) -> str:
+    """`base` as written, before validation: the files of `split` are listed at that commit.
+
+    A plan too broken to read gives HEAD here; `load_plan` then reports what is wrong.
+    """
+    try:
+        data = YAML(typ="safe").load(text)
+    except YAMLError:
+        return "HEAD"
+    base = data.get("base") if isinstance(data, dict) else None
+    return base if isinstance(base, str) and base.strip() else "HEAD"
+
+
+async def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
+    text = read_plan_text(path)
+    filename = str(path)
+    if repo is None:
+        return PlanInRepo(load_plan(text, filename, None), None, path)
+    base_name = _written_base(text)
+    try:
+        base_commit = await rev_parse(repo.toplevel, base_name)
+    except KairoError:
+        raise PlanError(
+            [f"{filename}: base '{base_name}' is not a commit of the repository at {repo.toplevel}"]
+        ) from None
+    tracked = await tracked_files(repo.toplevel, base_commit)
+    return PlanInRepo(load_plan(text, filename, tracked), base_commit, path)

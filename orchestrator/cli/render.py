@@ -1,0 +1,93 @@
+"""Human output: rich tables on a terminal, plain aligned text elsewhere (rich decides)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_STATE_STYLE = {
+    "merged": "green",
+    "succeeded": "green",
+    "running": "cyan",
+    "preparing": "cyan",
+    "verifying": "cyan",
+    "conflicted": "yellow",
+    "failed": "red",
+    "skipped": "magenta",
+    "stopped": "magenta",
+    "pending": "dim",
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    "FAILED": "red",
+    "PAUSED": "yellow",
+    "STOPPED": "magenta",
+}
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def styled(word: str) -> str:
+    style = _STATE_STYLE.get(word)
+    return f"[{style}]{word}[/]" if style else word
+
+
+def status_table(document: dict[str, Any]) -> Table:
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column in ("subtask", "state", "attempts", "tokens", "reason / worktree"):
+        table.add_column(column)
+    for item in document["subtasks"]:
+        detail = item["reason"] or item["worktree"] or ""
+        table.add_row(
+            item["id"], styled(item["state"]), str(item["attempts"]), str(item["tokens"]), detail
+        )
+    return table
+
+
+def status_header(document: dict[str, Any]) -> str:
+    return (
+        f"[bold]{document['plan']}[/] {document['execution_id']}  {styled(document['status'])}\n"
+        f"integration branch {document['integration_branch']}  "
+        f"base {document['base_commit'][:12]}  tmux session {document['tmux_session']}"
+    )
+
+
+def status(document: dict[str, Any]) -> None:
+    out = console()
+    out.print(status_header(document))
+    out.print(status_table(document))
+
+
+def executions(items: list[dict[str, Any]]) -> None:
+    out = console()
+    if not items:
+        out.print("no executions in this repository yet")
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column in ("execution", "plan", "status", "merged", "created"):
+        table.add_column(column)
+    for item in items:
+        marker = "  (interrupted: kairo-orch resume)" if item["status"] == "PAUSED" else ""
+        table.add_row(
+            item["execution_id"],
+            item["plan"],
+            styled(item["status"]) + marker,
+            f"{item['merged']}/{item['subtasks']}",
+            item["created_at"],
+        )
+    out.print(table)
+
+
+def event_line(seq: int, created_at: str, event_type: str, payload: dict[str, Any]) -> str:
+    brief = {k: v for k, v in payload.items() if k != "plan"}
+    return f"{seq:>5}  {created_at}  {event_type:<28} {json.dumps(brief, separators=(',', ':'))}"
+
+
+def report(document: dict[str, Any]) -> None:
+    from orchestrator.core.report import to_markdown
+
+    console().print(to_markdown(document), markup=False)

@@ -1,0 +1,38 @@
+"""`validate`: check a plan and print its subtasks and their order; touches nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import trio
+
+from orchestrator.cli.context import common_options
+from orchestrator.cli.plans import read_plan
+from orchestrator.cli.render import console
+from orchestrator.core.dag import merge_order
+from orchestrator.errors import EnvironmentProblem
+from orchestrator.git.repo import discover_repo
+
+
+@click.command()
+@click.argument("plan", type=click.Path(dir_okay=False, path_type=Path))
+@common_options
+def validate(plan: Path, repo: Path, store_url: str | None) -> None:
+    """Check PLAN and print its subtasks and dependency order."""
+    try:
+        paths = discover_repo(repo)
+    except EnvironmentProblem:
+        paths = None  # a plan can be checked anywhere; `split` then needs a repository
+    checked = trio.run(read_plan, plan, paths)
+    resolved = checked.loaded.plan
+    out = console()
+    for warning in checked.loaded.warnings:
+        out.print(f"warning: {warning}", markup=False, style="yellow")
+    base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
+    out.print(f"plan {resolved.name}: {len(resolved.subtasks)} subtasks{base}", markup=False)
+    for position, subtask_id in enumerate(merge_order(resolved), start=1):
+        spec = resolved.subtask(subtask_id)
+        after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""
+        files = f"  [{len(spec.files)} files]" if spec.files else ""
+        out.print(f"{position:>3}. {spec.id}  ({spec.agent.kind}){files}{after}", markup=False)

@@ -1,0 +1,197 @@
+"""What to do next, as a pure function of the folded state.
+
+`decide` returns the events that are decisions in themselves (schedule, skip, judge, end),
+which the supervisor appends at once, and the commands that need the world (git, tmux,
+processes), which the supervisor runs at the edge and which answer with events of their
+own. Calling it twice on the same state gives the same answer, so the supervisor may call
+it after every event and drop commands that are already under way (`Command.key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from orchestrator.core import events as ev
+from orchestrator.core.dag import merge_order
+from orchestrator.core.judge import judge_attempt, needs_verify
+from orchestrator.core.state import ACTIVE, TERMINAL, ExecutionState, SubtaskView
+
+
+@dataclass(frozen=True)
+class Command:
+    subtask_id: str = ""
+    attempt: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (type(self).__name__, self.subtask_id, self.attempt)
+
+
+@dataclass(frozen=True)
+class CreateIntegrationBranch(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class PrepareWorkspace(Command):
+    start_commit: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchAttempt(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class AwaitAttempt(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class CommitAttempt(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class RunVerify(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class MergeSubtask(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class ReleaseWorkspace(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class Decision:
+    events: tuple[ev.ExecutionEvent, ...] = ()
+    commands: tuple[Command, ...] = ()
+
+
+def decide(state: ExecutionState) -> Decision:
+    if state.ended is not None:
+        return Decision()
+    if state.integration_head is None:
+        return Decision(commands=(CreateIntegrationBranch(),))
+    events: list[ev.ExecutionEvent] = [*_skips(state), *_schedules(state), *_judgements(state)]
+    if events:
+        # Decisions first: the commands they lead to are decided on the state they make.
+        return Decision(events=tuple(events))
+    commands = [*_attempt_steps(state), *_merge(state), *_releases(state)]
+    if not commands and _all_done(state):
+        outcome: ev.EndStatus = (
+            "COMPLETED" if len(state.merged) == len(state.subtasks) else "FAILED"
+        )
+        return Decision(events=(ev.ExecutionEnded(status=outcome),))
+    return Decision(commands=tuple(commands))
+
+
+def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
+    for spec in state.plan.subtasks:
+        if state.subtask(spec.id).state != "pending":
+            continue
+        for dependency in spec.depends_on:
+            dep_state = state.subtask(dependency).state
+            if dep_state in TERMINAL and dep_state != "merged":
+                yield ev.SubtaskSkipped(
+                    subtask_id=spec.id,
+                    reason=f"dependency: it depends on '{dependency}', which {_past(dep_state)}",
+                )
+                break
+
+
+def _past(state_name: str) -> str:
+    return {"skipped": "was skipped", "stopped": "was stopped"}.get(state_name, state_name)
+
+
+def _schedules(state: ExecutionState) -> Iterator[ev.SubtaskScheduled]:
+    free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
+    for spec in state.plan.subtasks:
+        if free <= 0:
+            return
+        if state.subtask(spec.id).state != "pending":
+            continue
+        if all(state.subtask(d).state == "merged" for d in spec.depends_on):
+            free -= 1
+            yield ev.SubtaskScheduled(
+                subtask_id=spec.id, start_commit=_start_commit(state, spec.depends_on)
+            )
+
+
+def _start_commit(state: ExecutionState, depends_on: tuple[str, ...]) -> str:
+    """The base commit, or the integration commit right after the last dependency merged.
+
+    Not the integration head of the moment: what else merged meanwhile depends on timing,
+    and the same plan over the same base must give the same result.
+    """
+    if not depends_on:
+        return state.created.base_commit
+    last = max(depends_on, key=state.merged.index)
+    merge = state.subtask(last).merge
+    assert merge is not None
+    return merge.merge_commit
+
+
+def _judgements(state: ExecutionState) -> Iterator[ev.AttemptJudged]:
+    for view in state.subtasks.values():
+        attempt = view.current_attempt
+        if view.state not in ACTIVE or attempt is None or attempt.judged or not attempt.committed:
+            continue
+        spec = state.spec(view.id)
+        if not needs_verify(spec, attempt):
+            yield judge_attempt(spec, attempt)
+
+
+def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
+    for view in state.subtasks.values():
+        if view.state not in ACTIVE:
+            continue
+        attempt = view.current_attempt
+        if view.worktree is None:
+            assert view.start_commit is not None
+            yield PrepareWorkspace(subtask_id=view.id, start_commit=view.start_commit)
+        elif attempt is None:
+            yield LaunchAttempt(subtask_id=view.id, attempt=1)
+        elif not attempt.exited:
+            yield AwaitAttempt(subtask_id=view.id, attempt=attempt.number)
+        elif not attempt.committed:
+            yield CommitAttempt(subtask_id=view.id, attempt=attempt.number)
+        elif needs_verify(state.spec(view.id), attempt):
+            yield RunVerify(subtask_id=view.id, attempt=attempt.number)
+
+
+def _merge(state: ExecutionState) -> Iterator[MergeSubtask]:
+    """At most one merge at a time, in plan order or in order of completion."""
+    if state.plan.merge_order == "completion":
+        ready = [v for v in state.subtasks.values() if v.state == "succeeded"]
+        if ready:
+            first = min(ready, key=lambda v: v.succeeded_at_seq or 0)
+            yield MergeSubtask(subtask_id=first.id)
+        return
+    for subtask_id in merge_order(state.plan):
+        view = state.subtask(subtask_id)
+        if view.state == "succeeded":
+            yield MergeSubtask(subtask_id=subtask_id)
+            return
+        if view.state not in TERMINAL:
+            return  # an earlier subtask is still to finish: wait for it
+
+
+def _releases(state: ExecutionState) -> Iterator[ReleaseWorkspace]:
+    for view in state.subtasks.values():
+        if view.state == "merged" and view.worktree is not None:
+            yield ReleaseWorkspace(subtask_id=view.id)
+
+
+def _all_done(state: ExecutionState) -> bool:
+    return all(_settled(v) for v in state.subtasks.values())
+
+
+def _settled(view: SubtaskView) -> bool:
+    return view.state in TERMINAL and not (view.state == "merged" and view.worktree is not None)

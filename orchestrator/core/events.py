@@ -1,0 +1,196 @@
+"""Every fact the supervisor records, as frozen models in one discriminated union.
+
+The log is the interface: a new behaviour is a new event and a branch of the fold. Each
+event's `type` is its `event_type` in the store; the rest of the model is the payload.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from orchestrator.core.plan import ResolvedPlan
+
+SCHEMA_VERSION = 1
+
+EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ExecutionCreated(_Event):
+    type: Literal["execution_created"] = "execution_created"
+    plan: ResolvedPlan
+    plan_path: str
+    repo_root: str
+    git_common_dir: str
+    base_commit: str
+    integration_branch: str
+    tmux_socket: str | None
+    tmux_session: str
+    worktree_root: str
+    run_root: str  # where runners leave their specs, logs and exit records
+
+
+class SupervisorStarted(_Event):
+    type: Literal["supervisor_started"] = "supervisor_started"
+    pid: int
+    host: str
+
+
+class IntegrationBranchCreated(_Event):
+    type: Literal["integration_branch_created"] = "integration_branch_created"
+    branch: str
+    commit: str
+
+
+class SubtaskScheduled(_Event):
+    """The decision to start a subtask, recorded before its worktree exists."""
+
+    type: Literal["subtask_scheduled"] = "subtask_scheduled"
+    subtask_id: str
+    start_commit: str
+
+
+class WorkspaceCreated(_Event):
+    type: Literal["workspace_created"] = "workspace_created"
+    subtask_id: str
+    path: str
+    branch: str
+    commit: str
+
+
+class AttemptStarted(_Event):
+    type: Literal["attempt_started"] = "attempt_started"
+    subtask_id: str
+    attempt: int
+    idempotency_key: str
+    pane_id: str
+    run_dir: str
+    start_commit: str
+
+
+class AttemptExited(_Event):
+    type: Literal["attempt_exited"] = "attempt_exited"
+    subtask_id: str
+    attempt: int
+    exit_code: int
+    output_tail: str = ""
+    tokens: int = 0  # from the attempt's usage file, input and output summed
+
+
+class VerifyFinished(_Event):
+    """The plan's `verify` gate ran in the worktree after an attempt."""
+
+    type: Literal["verify_finished"] = "verify_finished"
+    subtask_id: str
+    attempt: int
+    exit_code: int
+    output_tail: str = ""
+
+
+class AttemptCommitted(_Event):
+    """A safe point: the attempt's work is on its branch at `head_commit`."""
+
+    type: Literal["attempt_committed"] = "attempt_committed"
+    subtask_id: str
+    attempt: int
+    head_commit: str
+    changed: bool
+    files_changed: int = 0
+
+
+class AttemptJudged(_Event):
+    type: Literal["attempt_judged"] = "attempt_judged"
+    subtask_id: str
+    attempt: int
+    accepted: bool
+    reason: str | None = None  # a sentence starting with a stable word of cli.md
+
+
+class SubtaskMerged(_Event):
+    type: Literal["subtask_merged"] = "subtask_merged"
+    subtask_id: str
+    merge_commit: str
+    previous_commit: str
+    head_commit: str
+    changed_paths: tuple[str, ...]
+    diffstat: str
+    insertions: int = 0
+    deletions: int = 0
+
+
+class Conflict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    path: str
+    kind: str
+    with_: tuple[str, ...] = Field(default=(), alias="with")
+    message: str = ""
+
+
+class SubtaskConflicted(_Event):
+    type: Literal["subtask_conflicted"] = "subtask_conflicted"
+    subtask_id: str
+    head_commit: str
+    conflicts: tuple[Conflict, ...]
+
+
+class SubtaskSkipped(_Event):
+    type: Literal["subtask_skipped"] = "subtask_skipped"
+    subtask_id: str
+    reason: str
+
+
+class SubtaskFailed(_Event):
+    """A failure outside a judged attempt (the worktree or pane could not be made)."""
+
+    type: Literal["subtask_failed"] = "subtask_failed"
+    subtask_id: str
+    reason: str
+
+
+class WorkspaceReleased(_Event):
+    type: Literal["workspace_released"] = "workspace_released"
+    subtask_id: str
+
+
+class ExecutionEnded(_Event):
+    type: Literal["execution_ended"] = "execution_ended"
+    status: EndStatus
+
+
+ExecutionEvent = Annotated[
+    ExecutionCreated
+    | SupervisorStarted
+    | IntegrationBranchCreated
+    | SubtaskScheduled
+    | WorkspaceCreated
+    | AttemptStarted
+    | AttemptExited
+    | AttemptCommitted
+    | VerifyFinished
+    | AttemptJudged
+    | SubtaskMerged
+    | SubtaskConflicted
+    | SubtaskSkipped
+    | SubtaskFailed
+    | WorkspaceReleased
+    | ExecutionEnded,
+    Field(discriminator="type"),
+]
+
+_ADAPTER: TypeAdapter[ExecutionEvent] = TypeAdapter(ExecutionEvent)
+
+
+def to_record(event: ExecutionEvent) -> tuple[str, dict[str, Any]]:
+    """(event_type, payload) as the store keeps them."""
+    payload = event.model_dump(mode="json", by_alias=True, exclude={"type"})
+    return event.type, payload
+
+
+def from_record(event_type: str, payload: dict[str, Any]) -> ExecutionEvent:
+    return _ADAPTER.validate_python({"type": event_type, **payload})

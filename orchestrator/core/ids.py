@@ -1,0 +1,46 @@
+"""Deterministic names and keys derived from an execution: ids, branches, sessions, keys."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from orchestrator.core.canonical import canonical_json
+
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+def short_id(execution_id: str) -> str:
+    """The random tail of a ULID, lower-cased: unique enough for names, unlike its time prefix."""
+    return execution_id[-6:].lower()
+
+
+def default_integration_branch(plan_name: str, execution_id: str) -> str:
+    return f"kairo/{plan_name}/{short_id(execution_id)}"
+
+
+# Subtask branches live in a namespace of their own. git keeps refs as paths, so a branch
+# `kairo/p/abc123` (the default integration branch, plan.md) and `kairo/p/abc123/x` cannot
+# both exist; nor can `kairo/p` (an integration branch a plan may name) and `kairo/p/...`.
+SUBTASK_NAMESPACE = "kairo-subtasks"
+
+
+def subtask_branch(plan_name: str, execution_id: str, subtask_id: str) -> str:
+    return f"{SUBTASK_NAMESPACE}/{plan_name}/{short_id(execution_id)}/{subtask_id}"
+
+
+def tmux_session_name(plan_name: str, execution_id: str) -> str:
+    # tmux treats '.' and ':' as target separators, so they cannot appear in a session name.
+    safe = plan_name.replace(".", "-").replace(":", "-")
+    return f"kairo-{safe}-{short_id(execution_id)}"
+
+
+def idempotency_key(execution_id: str, subtask_id: str, attempt: int, step: str) -> str:
+    """store.md: sha256_hex(canonical_json([execution_id, subtask_id, attempt, step]))[:32]."""
+    payload = canonical_json([execution_id, subtask_id, attempt, step])
+    return hashlib.sha256(payload).hexdigest()[:32]
+
+
+def wake_channel(execution_id: str) -> str:
+    """The `tmux wait-for` channel on which in-pane runners wake the supervisor."""
+    return f"kairo-wake-{execution_id.lower()}"

@@ -1,0 +1,68 @@
+"""The plan as the supervisor runs it: defaults applied, overrides merged, `split` expanded.
+
+`plan_file.py` turns a `plan.yaml` into this; everything downstream (events, fold, decide)
+sees only these frozen models, so what ran is exactly what the log recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+AgentKind = Literal["shell", "command", "claude-code", "codex", "aider"]
+MergeOrder = Literal["plan", "completion"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AgentSpec(Frozen):
+    kind: AgentKind = "shell"
+    run: str | None = None  # kind shell: one command line for /bin/sh -c
+    command: tuple[str, ...] | None = None  # kind command: argv; {prompt} {prompt_file} {files}
+    idempotent: bool = False
+
+
+class Limits(Frozen):
+    timeout_s: float | None = None  # wall clock of one attempt
+    max_attempts: int = 3
+    token_budget: int | None = None
+
+
+class ExecutionLimits(Frozen):
+    timeout_s: float | None = None
+    token_budget: int | None = None
+
+
+class ResolvedSubtask(Frozen):
+    id: str
+    title: str
+    prompt: str
+    depends_on: tuple[str, ...] = ()  # concrete ids: a dependency on a split names all its parts
+    files: tuple[str, ...] = ()  # owned files, concrete paths at the base commit
+    allow_empty: bool = False
+    agent: AgentSpec
+    verify: str | None = None  # effective: the subtask's own, else the plan's
+    limits: Limits = Limits()
+    split_of: str | None = None  # the plan entry a generated subtask came from
+
+
+class ResolvedPlan(Frozen):
+    version: Literal[1] = 1
+    name: str
+    base: str = "HEAD"  # commit-ish, resolved once at start
+    integration_branch: str | None = None
+    max_parallel: int = 4
+    merge_order: MergeOrder = "plan"
+    worktree_root: str | None = None  # as written; relative to the repository root
+    integration_verify: str | None = None
+    execution_limits: ExecutionLimits = ExecutionLimits()
+    subtasks: tuple[ResolvedSubtask, ...]  # in the order written, splits expanded in place
+
+    def subtask(self, subtask_id: str) -> ResolvedSubtask:
+        for subtask in self.subtasks:
+            if subtask.id == subtask_id:
+                return subtask
+        raise KeyError(subtask_id)

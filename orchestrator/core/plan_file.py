@@ -1,0 +1,242 @@
+"""`plan.yaml` (shared/spec/plan.md) as written, and `load_plan`, which turns it into the
+ResolvedPlan the supervisor runs.
+
+Loading has three layers, each reporting every problem it finds with `file:line:col`:
+YAML syntax (plan_yaml), the shape of each key (the `Raw*` models below, worded by
+plan_errors), and the rules between keys (ids, dependencies, agents, splits: `_Loader`).
+A plan with any problem raises one PlanError listing them all in file order.
+
+Choices plan.md leaves open, made the way a user would expect:
+- Values keep their YAML types (strict): `max_parallel: "4"` is an error, not 4.
+- `depends_on`, `files` and `split.files` take one string or a list.
+- Durations: `30m`, `90s`, `4h`, `1.5h`, `1h30m`; a bare number is seconds.
+- Globs match tracked POSIX paths from the repository root with `**`, `{a,b}`, leading-dot
+  names matched like any other (as git's pathspecs do) and `!glob` to exclude.
+- `worktree_root` relative to the repository must start with `..` once normalized; an
+  absolute one cannot be checked without the repository, so the runtime checks it.
+- In a subtask, `verify: null`, `limits: {timeout: null}` (or `token_budget: null`) and
+  `agent: {run: null}` clear what the plan sets; `agent: {kind: null}` keeps its kind.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
+
+from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
+from orchestrator.core.durations import parse_duration
+from orchestrator.core.ids import ID_PATTERN
+from orchestrator.core.plan import AgentKind, MergeOrder, ResolvedPlan
+from orchestrator.core.plan_errors import Problems, describe_value
+from orchestrator.core.plan_resolve import Resolver
+from orchestrator.core.plan_yaml import parse_yaml
+
+
+def _plan_id(value: str) -> str:
+    if ID_PATTERN.fullmatch(value) is None:
+        raise PydanticCustomError(
+            "plan_id",
+            "must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', "
+            "starting with a letter or digit",
+        )
+    return value
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("plan_blank", "must not be empty")
+    return value
+
+
+def _version(value: int) -> int:
+    # Not Literal[1]: pydantic lets `true` pass as 1, and a plan saying `version: true`
+    # has not understood the key.
+    if value != 1:
+        raise PydanticCustomError("plan_version", "must be 1 (the only plan version)")
+    return value
+
+
+def _duration(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise PydanticCustomError("plan_duration", DURATION_EXPECTED) from None
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _outside_tree(value: str) -> str:
+    _non_blank(value)
+    if posixpath.isabs(value):
+        return value
+    # Lexical: `wt`, `./wt` and `a/../wt` land inside the working tree, where git would see
+    # the worktrees as untracked files. `../x` may still re-enter it (`../<repo>/x`); the
+    # runtime, which knows the repository's path, checks that.
+    if posixpath.normpath(value).split("/")[0] != "..":
+        tilde = "; '~' is not expanded, so write an absolute path" if value[:1] == "~" else ""
+        raise PydanticCustomError(
+            "plan_worktree_root",
+            "must lie outside the working tree, e.g. ../.kairo-worktrees" + tilde,
+        )
+    return value
+
+
+Id = Annotated[str, AfterValidator(_plan_id)]
+Text = Annotated[str, AfterValidator(_non_blank)]
+WholeNumber = Annotated[int, Field(ge=1)]
+Duration = Annotated[float, BeforeValidator(_duration)]
+Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
+
+
+class _Raw(BaseModel):
+    # strict: YAML already typed every value; coercing "4" to 4 would hide a quoting mistake.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RawAgent(_Raw):
+    kind: AgentKind | None = None
+    run: Text | None = None
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    idempotent: bool = False
+
+
+class RawLimits(_Raw):
+    timeout: Duration | None = None
+    max_attempts: WholeNumber = 3
+    token_budget: WholeNumber | None = None
+
+
+class RawExecutionLimits(_Raw):
+    timeout: Duration | None = None
+    token_budget: WholeNumber | None = None
+
+
+class RawSplit(_Raw):
+    files: Annotated[Globs, Field(min_length=1)]
+    max_files: WholeNumber  # no default: it decides how many agents the split starts
+    by: Literal["directory", "count"] = "directory"
+
+
+class RawSubtask(_Raw):
+    id: Id
+    title: Text | None = None
+    prompt: str = ""
+    depends_on: Annotated[list[str], BeforeValidator(_one_or_many)] = []
+    files: Globs | None = None
+    allow_empty: bool = False
+    agent: RawAgent | None = None
+    verify: Text | None = None
+    limits: RawLimits | None = None
+    split: RawSplit | None = None
+
+
+class RawPlan(_Raw):
+    version: Annotated[int, AfterValidator(_version)]
+    name: Id
+    base: Text = "HEAD"
+    integration_branch: Text | None = None
+    max_parallel: WholeNumber = 4
+    merge_order: MergeOrder = "plan"
+    worktree_root: Annotated[str, AfterValidator(_outside_tree)] | None = None
+    agent: RawAgent | None = None
+    verify: Text | None = None
+    integration_verify: Text | None = None
+    limits: RawLimits | None = None
+    execution_limits: RawExecutionLimits | None = None
+    subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
+
+
+_SECTIONS = {
+    "agent": tuple(RawAgent.model_fields),
+    "limits": tuple(RawLimits.model_fields),
+    "execution_limits": tuple(RawExecutionLimits.model_fields),
+    "split": tuple(RawSplit.model_fields),
+}
+_PLAN_KEYS = {"": tuple(RawPlan.model_fields), **_SECTIONS}
+_SUBTASK_KEYS = {"": tuple(RawSubtask.model_fields), **_SECTIONS}
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    plan: ResolvedPlan
+    warnings: tuple[str, ...] = ()  # `file:line:col: sentence`, in file order
+
+
+def load_plan(text: str, filename: str, tracked_files: Sequence[str] | None) -> LoadedPlan:
+    """Parse, check and resolve a plan; PlanError lists every problem found.
+
+    `tracked_files` are the POSIX paths tracked at the base commit, relative to the
+    repository root; None when there is no repository to ask (then `split` is an error and
+    `files` globs resolve to nothing).
+    """
+    doc = parse_yaml(text, filename)
+    problems = Problems(filename, doc)
+    if not isinstance(doc.data, dict):
+        found = "empty" if doc.data is None else describe_value(doc.data)
+        problems.at_value(
+            (), f"the plan must be a mapping of version, name, subtasks...; it is {found}"
+        )
+        problems.raise_if_any()
+    head = problems.validate(RawPlan, doc.data, (), "", _PLAN_KEYS)
+    items = doc.data.get("subtasks")
+    items = items if isinstance(items, list) else []
+    subtasks = [
+        problems.validate(RawSubtask, item, ("subtasks", i), _subject(item), _SUBTASK_KEYS)
+        for i, item in enumerate(items)
+    ]
+    default_agent, agent_known = _default_agent(head, doc.data)
+    plan, warnings = Resolver(
+        problems,
+        head,
+        subtasks,
+        [_raw_id(item) for item in items],
+        default_agent,
+        agent_known,
+        tracked_files,
+    ).resolve()
+    return LoadedPlan(plan=plan, warnings=warnings)
+
+
+def _raw_id(item: Any) -> str | None:
+    """The id as written, even when its subtask is invalid: dependencies on a subtask
+    that has some other problem are not reported as unknown too.
+    """
+    value = item.get("id") if isinstance(item, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _subject(item: Any) -> str:
+    value = _raw_id(item)
+    return f"subtask '{value}': " if value and ID_PATTERN.fullmatch(value) else ""
+
+
+def _default_agent(head: RawPlan | None, data: dict[str, Any]) -> tuple[RawAgent | None, bool]:
+    """The plan's `agent`, and whether it is usable. When some other top-level key failed
+    validation the plan has no `head`, but its agent may still be sound: checking the
+    subtasks' agents against it then reports their problems in the same round.
+    """
+    if head is not None:
+        return head.agent, True
+    if data.get("agent") is None:
+        return None, True
+    try:
+        return RawAgent.model_validate(data["agent"]), True
+    except ValidationError:  # reported already, by the plan's own validation
+        return None, False
+
+
+__all__ = ["LoadedPlan", "RawAgent", "RawPlan", "RawSubtask", "load_plan"]

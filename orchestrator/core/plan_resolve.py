@@ -1,0 +1,371 @@
+"""The rules between a plan's keys, and the ResolvedPlan they allow.
+
+`plan_file` has checked each key's shape; here we check what no single key can say (ids
+unique after split expansion, dependencies known and acyclic, an agent each subtask can
+run), expand `split`, resolve ownership globs against the tracked files, and merge every
+subtask's overrides over the plan's defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from pydantic import BaseModel
+from wcmatch import glob
+
+from orchestrator.core.dag import find_cycle
+from orchestrator.core.ids import ID_PATTERN
+from orchestrator.core.plan import (
+    AgentKind,
+    AgentSpec,
+    ExecutionLimits,
+    Limits,
+    ResolvedPlan,
+    ResolvedSubtask,
+)
+from orchestrator.core.plan_errors import Problem, Problems, format_problem
+from orchestrator.core.plan_yaml import Path
+
+if TYPE_CHECKING:
+    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSubtask
+
+# `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
+# pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.
+GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH | glob.NEGATE
+_PROGRAM_KEYS = frozenset({"kind", "run", "command"})
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One concrete subtask an entry of `subtasks:` becomes (a split entry: several)."""
+
+    id: str
+    files: tuple[str, ...]
+    where: Path  # the key that gave it its files, where overlap warnings point
+    number: int = 0  # 1-based part of a split; 0 for an entry that is not split
+    total: int = 0
+
+
+def matching(patterns: Sequence[str], tracked: Sequence[str]) -> list[str]:
+    """The tracked paths (already sorted) that `patterns` select."""
+    matcher = glob.compile(list(patterns), flags=GLOB_FLAGS)
+    return [path for path in tracked if matcher.match(path)]
+
+
+def chunk(paths: Sequence[str], max_files: int, by: str) -> list[tuple[str, ...]]:
+    """Sorted `paths` in groups of at most `max_files`: in path order (`count`), or per
+    parent directory, directories in sorted order (`directory`).
+    """
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(posixpath.dirname(path) if by == "directory" else "", []).append(path)
+    return [
+        tuple(group[start : start + max_files])
+        for _, group in sorted(groups.items())
+        for start in range(0, len(group), max_files)
+    ]
+
+
+def _fields(model: BaseModel | None) -> dict[str, Any]:
+    """The keys a section actually wrote: merging key by key must not let a default value
+    of the override (say `max_attempts: 3`) hide what the plan's defaults say.
+    """
+    return {key: getattr(model, key) for key in model.model_fields_set} if model else {}
+
+
+def _program_problems(kind: str, values: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(offending key or '' when one is missing, sentence) for an agent's kind/run/command."""
+    run, command = values.get("run"), values.get("command")
+    if kind == "shell":
+        if command is not None:
+            yield "command", "agent kind 'shell' takes run, not command (that is kind 'command')"
+        elif run is None:
+            default = "" if values.get("kind") else " (shell is the default kind)"
+            yield "", f"agent of kind 'shell' needs run: a command line for /bin/sh -c{default}"
+    elif kind == "command":
+        if run is not None:
+            yield "run", "agent kind 'command' takes command, not run (that is kind 'shell')"
+        elif command is None:
+            yield "", "agent of kind 'command' needs command: a list of arguments, run directly"
+    else:
+        for key in ("run", "command"):
+            if values.get(key) is not None:
+                yield key, f"agent kind '{kind}' takes no {key}: its adapter starts the agent"
+
+
+class Resolver:
+    """One plan's cross-key checks and resolution; `problems` collects what is wrong."""
+
+    def __init__(
+        self,
+        problems: Problems,
+        head: RawPlan | None,
+        subtasks: Sequence[RawSubtask | None],
+        raw_ids: Sequence[str | None],
+        default_agent: RawAgent | None,
+        agent_known: bool,
+        tracked_files: Sequence[str] | None,
+    ) -> None:
+        self.problems = problems
+        self.doc = problems.doc
+        self.head = head
+        self.subtasks = subtasks
+        self.raw_ids = raw_ids
+        self.default_agent = default_agent
+        self.agent_known = agent_known  # False: the plan's agent is itself broken
+        self.tracked = sorted(set(tracked_files)) if tracked_files is not None else None
+        self.parts: dict[int, list[_Part]] = {}
+        self.owner: dict[str, int] = {}  # every id depends_on may name -> its entry
+
+    def resolve(self) -> tuple[ResolvedPlan, tuple[str, ...]]:
+        """The plan and its warnings; PlanError (every problem found) if there is none."""
+        valid = [(i, sub) for i, sub in enumerate(self.subtasks) if sub is not None]
+        for i, sub in valid:
+            self.parts[i] = self._expand(i, sub)
+        self._register_ids()
+        self._check_dependencies(valid)
+        agents = {i: self._agent(i, sub) for i, sub in valid}
+        self.problems.raise_if_any()
+        head = self.head
+        assert head is not None  # an invalid head has problems, raised above
+        subtasks: list[ResolvedSubtask] = []
+        for i, sub in valid:
+            agent = agents[i]
+            assert agent is not None  # likewise
+            subtasks.extend(self._resolved(head, sub, agent, self.parts[i]))
+        run_limits = _fields(head.execution_limits)
+        plan = ResolvedPlan(
+            name=head.name,
+            base=head.base,
+            integration_branch=head.integration_branch,
+            max_parallel=head.max_parallel,
+            merge_order=head.merge_order,
+            worktree_root=head.worktree_root,
+            integration_verify=head.integration_verify,
+            execution_limits=ExecutionLimits(
+                timeout_s=run_limits.get("timeout"), token_budget=run_limits.get("token_budget")
+            ),
+            subtasks=tuple(subtasks),
+        )
+        return plan, self._warnings(valid)
+
+    def _resolved(
+        self, head: RawPlan, sub: RawSubtask, agent: AgentSpec, parts: list[_Part]
+    ) -> Iterator[ResolvedSubtask]:
+        limits = {**_fields(head.limits), **_fields(sub.limits)}
+        for part in parts:
+            title = sub.title or part.id
+            if part.total and sub.title:
+                title = f"{sub.title} ({part.number}/{part.total})"
+            yield ResolvedSubtask(
+                id=part.id,
+                title=title,
+                prompt=sub.prompt,  # `{files}` stays: the runtime expands it per attempt
+                depends_on=self._concrete(sub.depends_on),
+                files=part.files,
+                allow_empty=sub.allow_empty,
+                agent=agent,
+                verify=sub.verify if "verify" in sub.model_fields_set else head.verify,
+                limits=Limits(
+                    timeout_s=limits.get("timeout"),
+                    max_attempts=limits.get("max_attempts", 3),
+                    token_budget=limits.get("token_budget"),
+                ),
+                split_of=sub.id if part.total else None,
+            )
+
+    def _expand(self, i: int, sub: RawSubtask) -> list[_Part]:
+        at: Path = ("subtasks", i)
+        if sub.split is None:
+            owned: list[str] = []
+            if sub.files is not None and self.tracked is not None:
+                owned = matching(sub.files, self.tracked)
+            return [_Part(sub.id, tuple(owned), (*at, "files"))]
+        prefix = f"subtask '{sub.id}': "
+        if sub.files is not None:
+            self.problems.at_key(
+                (*at, "files"),
+                f"{prefix}files and split cannot both be given: a split owns the files it "
+                "matches, so leave files out",
+            )
+            return []
+        if self.tracked is None:
+            self.problems.at_key(
+                (*at, "split"), f"{prefix}split needs a git repository to list files"
+            )
+            return []
+        split = sub.split
+        missing = False
+        for k, pattern in enumerate(split.files):
+            if not pattern.startswith("!") and not matching([pattern], self.tracked):
+                self.problems.at_value(
+                    (*at, "split", "files", k),
+                    f"{prefix}split glob '{pattern}' matches no tracked file",
+                )
+                missing = True
+        selected = [] if missing else matching(split.files, self.tracked)
+        if not missing and not selected:
+            self.problems.at_key((*at, "split"), f"{prefix}split's '!' globs exclude every file")
+        chunks = chunk(selected, split.max_files, split.by)
+        return [
+            _Part(f"{sub.id}-{n}", owned, (*at, "split"), n, len(chunks))
+            for n, owned in enumerate(chunks, start=1)
+        ]
+
+    def _line_of(self, i: int, an_id: str) -> int:
+        written = ("subtasks", i, "id") if self.raw_ids[i] == an_id else ("subtasks", i, "split")
+        return self.doc.value_at(written).line
+
+    def _register_ids(self) -> None:
+        repeated: set[int] = set()
+        for i, raw_id in enumerate(self.raw_ids):
+            if raw_id is None:
+                continue
+            if raw_id in self.owner:
+                repeated.add(i)
+                if self.subtasks[i] is not None:  # else its id's own problem is reported
+                    first = self._line_of(self.owner[raw_id], raw_id)
+                    self.problems.at_value(
+                        ("subtasks", i, "id"),
+                        f"subtask id '{raw_id}' is already used at line {first}",
+                    )
+                continue
+            self.owner[raw_id] = i
+        for i, parts in self.parts.items():
+            if i in repeated or not parts or parts[0].total == 0:
+                continue
+            at: Path = ("subtasks", i, "split")
+            if ID_PATTERN.fullmatch(parts[-1].id) is None:
+                self.problems.at_key(
+                    at,
+                    f"subtask '{self.raw_ids[i]}': split would make ids like '{parts[-1].id}', "
+                    "longer than 63 characters; shorten the id",
+                )
+            for part in parts:
+                if part.id in self.owner:
+                    first = self._line_of(self.owner[part.id], part.id)
+                    self.problems.at_key(
+                        at,
+                        f"subtask '{self.raw_ids[i]}': split makes subtask '{part.id}', "
+                        f"but that id is already used at line {first}",
+                    )
+                else:
+                    self.owner[part.id] = i
+
+    def _check_dependencies(self, valid: list[tuple[int, RawSubtask]]) -> None:
+        # The graph is over entries of `subtasks:`: every part of a split shares the entry's
+        # dependencies, so entries have a cycle exactly when the expanded subtasks do, and
+        # the cycle reads in the names the user wrote.
+        graph: dict[str, list[str]] = {
+            sub.id: [] for i, sub in valid if self.owner.get(sub.id) == i
+        }
+        for i, sub in valid:
+            for j, dep in enumerate(sub.depends_on):
+                at: Path = ("subtasks", i, "depends_on", j)
+                target = self.owner.get(dep)
+                if target == i:
+                    self.problems.at_value(at, f"subtask '{sub.id}' depends on itself")
+                elif target is None:
+                    close = difflib.get_close_matches(dep, list(self.owner), n=1)
+                    hint = f" (did you mean '{close[0]}'?)" if close else ""
+                    self.problems.at_value(
+                        at, f"subtask '{sub.id}' depends on unknown subtask '{dep}'{hint}"
+                    )
+                elif sub.id in graph and self.raw_ids[target] in graph:
+                    graph[sub.id].append(str(self.raw_ids[target]))
+        while (cycle := find_cycle(graph)) is not None:
+            ring = cycle[:-1]
+            # Start at the member written first, so one plan always words its cycle alike.
+            start = min(range(len(ring)), key=lambda k: self.owner[ring[k]])
+            ring = ring[start:] + ring[:start]
+            first, after = self.owner[ring[0]], self.owner[ring[1]]
+            entry = self.subtasks[first]
+            assert entry is not None
+            j = next(j for j, d in enumerate(entry.depends_on) if self.owner.get(d) == after)
+            self.problems.at_value(
+                ("subtasks", first, "depends_on", j),
+                f"dependency cycle: {' -> '.join([*ring, ring[0]])}",
+            )
+            for member in ring:  # go on looking for cycles elsewhere, each reported once
+                del graph[member]
+
+    def _concrete(self, depends_on: Sequence[str]) -> tuple[str, ...]:
+        """Dependencies as concrete ids: naming a split entry names all of its parts."""
+        ids: dict[str, None] = {}
+        for dep in depends_on:
+            parts = self.parts.get(self.owner[dep], [])
+            named_entry = dep == self.raw_ids[self.owner[dep]]
+            for part_id in [p.id for p in parts] if named_entry else [dep]:
+                ids[part_id] = None
+        return tuple(ids)
+
+    def _agent(self, i: int, sub: RawSubtask) -> AgentSpec | None:
+        """The subtask's agent, its overrides merged key by key over the plan's `agent`."""
+        if not self.agent_known:
+            return None
+        values = _fields(self.default_agent)
+        origin: dict[str, Path] = {key: ("agent", key) for key in values}
+        own = _fields(sub.agent)
+        if own.get("kind") is None:
+            own.pop("kind", None)  # `kind: null` keeps the plan's kind
+        elif own["kind"] != (values.get("kind") or "shell"):
+            # Another kind is another program: the plan's `run` is a shell line and its
+            # `command` an argv, both written for the plan's kind; carried over they would
+            # conflict with what the subtask asked for. `idempotent` describes the work,
+            # not the program, so it still carries over.
+            values.pop("run", None)
+            values.pop("command", None)
+        values.update(own)
+        origin.update({key: ("subtasks", i, "agent", key) for key in own})
+        kind = cast("AgentKind", values.get("kind") or "shell")
+        found = list(_program_problems(kind, values))
+        # A subtask that says nothing about its program inherits the plan's: report that
+        # once, at the plan's `agent`, rather than once per subtask.
+        inherits = not (_PROGRAM_KEYS & own.keys())
+        for key, sentence in found:
+            if key:
+                prefix = "" if origin[key][0] == "agent" else f"subtask '{sub.id}': "
+                self.problems.at_key(origin[key], prefix + sentence)
+            elif inherits and self.default_agent is not None:
+                self.problems.at_key(("agent",), sentence)
+            elif inherits:
+                self.problems.at_value(
+                    ("subtasks", i),
+                    f"subtask '{sub.id}' has no agent: give it agent: {{run: ...}}, "
+                    "or give the plan a top-level agent",
+                )
+            else:
+                self.problems.at_key(("subtasks", i, "agent"), f"subtask '{sub.id}': {sentence}")
+        if found:
+            return None
+        command = values.get("command")
+        return AgentSpec(
+            kind=kind,
+            run=values.get("run"),
+            command=tuple(command) if command is not None else None,
+            idempotent=values.get("idempotent", False),
+        )
+
+    def _warnings(self, valid: list[tuple[int, RawSubtask]]) -> tuple[str, ...]:
+        found = [Problem(pos, message) for pos, message in self.doc.warnings]
+        parts = [part for i, _ in valid for part in self.parts[i]]
+        owners: dict[str, list[int]] = {}
+        for index, part in enumerate(parts):
+            for path in part.files:
+                owners.setdefault(path, []).append(index)
+        shared: dict[tuple[int, int], list[str]] = {}
+        for path in sorted(owners):
+            holders = owners[path]
+            for k, a in enumerate(holders):
+                for b in holders[k + 1 :]:
+                    shared.setdefault((a, b), []).append(path)
+        for (a, b), paths in shared.items():
+            more = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
+            message = f"subtasks '{parts[a].id}' and '{parts[b].id}' both own {paths[0]}{more}"
+            found.append(Problem(self.doc.key_at(parts[b].where), message))
+        filename = self.problems.filename
+        return tuple(format_problem(filename, problem) for problem in sorted(found))

@@ -1,0 +1,136 @@
+"""The YAML layer of the plan loader: plain data, plus where each key and value was written.
+
+ruamel.yaml's round-trip loader is the only one that keeps line and column on every mapping
+and sequence (`.lc`). We copy the tree into plain dicts, lists and scalars (so pydantic sees
+ordinary types, not ruamel's `ScalarInt` or `LiteralScalarString`) and keep a side table of
+positions keyed by path, e.g. `("subtasks", 2, "depends_on", 0)`. A validation error or a
+semantic check then names a path and gets back a 1-based `line:col`.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from orchestrator.errors import PlanError
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, order=True)
+class Pos:
+    line: int  # 1-based
+    col: int  # 1-based
+
+
+START = Pos(1, 1)
+
+
+@dataclass(frozen=True)
+class Document:
+    data: Any  # dicts with str keys, lists, str, int, float, bool, None (dates etc. as loaded)
+    values: Mapping[Path, Pos]
+    keys: Mapping[Path, Pos]
+    warnings: tuple[tuple[Pos, str], ...] = ()
+
+    def value_at(self, path: Path) -> Pos:
+        """Where the value at `path` starts; the nearest written ancestor when it is absent."""
+        for end in range(len(path), -1, -1):
+            found = self.values.get(path[:end])
+            if found is not None:
+                return found
+        return START
+
+    def key_at(self, path: Path) -> Pos:
+        """Where the key naming `path` is written (for list items: the item itself)."""
+        found = self.keys.get(path)
+        return found if found is not None else self.value_at(path)
+
+
+def parse_yaml(text: str, filename: str) -> Document:
+    """Parse one YAML document; a syntax error is a PlanError naming its line and column."""
+    yaml = YAML(typ="rt")
+    values: dict[Path, Pos] = {}
+    keys: dict[Path, Pos] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        # YAML warnings (an anchor defined twice) go into the plan's warnings, not stderr.
+        warnings.simplefilter("always")
+        try:
+            tree = yaml.load(text)
+        except MarkedYAMLError as exc:
+            raise PlanError([_syntax_problem(exc, filename)]) from None
+        except YAMLError as exc:
+            raise PlanError([f"{filename}:1:1: not valid YAML: {exc}"]) from None
+    root = getattr(tree, "lc", None)
+    values[()] = Pos(root.line + 1, root.col + 1) if root is not None else START
+    data = _plain(tree, (), values, keys)
+    found = tuple(_warning(w.message) for w in caught)
+    return Document(data=data, values=values, keys=keys, warnings=found)
+
+
+def _plain(node: Any, path: Path, values: dict[Path, Pos], keys: dict[Path, Pos]) -> Any:
+    if isinstance(node, CommentedMap):
+        result: dict[str, Any] = {}
+        for raw_key, child in node.items():
+            key = raw_key if isinstance(raw_key, str) else str(raw_key)
+            sub = (*path, key)
+            # Keys pulled in by a `<<:` merge have no position of their own here; they
+            # fall back to the enclosing mapping.
+            try:
+                line, col = node.lc.key(raw_key)
+                keys[sub] = Pos(line + 1, col + 1)
+                line, col = node.lc.value(raw_key)
+                values[sub] = Pos(line + 1, col + 1)
+            except (KeyError, TypeError):
+                pass
+            result[key] = _plain(child, sub, values, keys)
+        return result
+    if isinstance(node, CommentedSeq):
+        items: list[Any] = []
+        for index, child in enumerate(node):
+            sub = (*path, index)
+            try:
+                line, col = node.lc.item(index)
+                values[sub] = keys[sub] = Pos(line + 1, col + 1)
+            except (KeyError, TypeError):
+                pass
+            items.append(_plain(child, sub, values, keys))
+        return items
+    # ruamel's scalar subclasses keep formatting we do not need; hand pydantic exact types.
+    if isinstance(node, bool):
+        return bool(node)
+    if isinstance(node, str):
+        return str.__str__(node)
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    return node
+
+
+def _syntax_problem(exc: MarkedYAMLError, filename: str) -> str:
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
+    problem = str(exc.problem or exc.context or "invalid syntax")
+    if problem.startswith("found duplicate key"):
+        # ruamel says: found duplicate key "a" with value "2" (original value: "1")
+        match = re.match(r'found duplicate key "(.*?)"', problem)
+        name = match.group(1) if match else "?"
+        return f"{filename}:{where}: key '{name}' is written twice in the same mapping"
+    if exc.context and exc.problem:
+        problem = f"{problem} ({exc.context})"
+    return f"{filename}:{where}: not valid YAML: {problem}"
+
+
+def _warning(message: Warning | str) -> tuple[Pos, str]:
+    text = str(message).strip()
+    spots = re.findall(r"line (\d+), column (\d+)", text)
+    pos = Pos(int(spots[-1][0]), int(spots[-1][1])) if spots else START
+    return pos, text.splitlines()[0] if text else "YAML warning"

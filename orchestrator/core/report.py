@@ -1,0 +1,119 @@
+"""The merge report: what merged, what conflicted and with what, what failed and why.
+
+Built from the folded state alone, so `kairo-orch report` says the same thing whether the
+execution is running, ended or long gone. `to_markdown` is fit to be a pull request body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.dag import merge_order
+from orchestrator.core.state import ExecutionState, SubtaskView
+
+
+def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
+    created = state.created
+    order = merge_order(state.plan)
+    views = [state.subtask(subtask_id) for subtask_id in order]
+
+    def entry(view: SubtaskView) -> dict[str, Any]:
+        spec = state.spec(view.id)
+        return {"id": view.id, "title": spec.title, "branch": view.branch}
+
+    merged = [
+        {
+            **entry(v),
+            "merge_commit": v.merge.merge_commit,
+            "head_commit": v.merge.head_commit,
+            "diffstat": v.merge.diffstat,
+            "insertions": v.merge.insertions,
+            "deletions": v.merge.deletions,
+            "changed_paths": list(v.merge.changed_paths),
+        }
+        for v in (state.subtask(sid) for sid in state.merged)
+        if v.merge is not None
+    ]
+    conflicted = [
+        {
+            **entry(v),
+            "worktree": v.worktree,
+            "conflicts": [c.model_dump(mode="json", by_alias=True) for c in v.conflicts],
+        }
+        for v in views
+        if v.state == "conflicted"
+    ]
+    unfinished = [
+        {**entry(v), "state": v.state, "reason": v.reason, "worktree": v.worktree}
+        for v in views
+        if v.state in ("failed", "skipped", "stopped")
+    ]
+    return {
+        "execution_id": state.execution_id,
+        "plan": state.plan.name,
+        "status": status,
+        "base_commit": created.base_commit,
+        "integration_branch": created.integration_branch,
+        "integration_head": state.integration_head,
+        "merged": merged,
+        "conflicted": conflicted,
+        "failed": [u for u in unfinished if u["state"] == "failed"],
+        "skipped": [u for u in unfinished if u["state"] == "skipped"],
+        "stopped": [u for u in unfinished if u["state"] == "stopped"],
+        "pending": [v.id for v in views if v.state not in _REPORTED],
+    }
+
+
+_REPORTED = frozenset({"merged", "conflicted", "failed", "skipped", "stopped"})
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# kairo-orch: {report['plan']}",
+        "",
+        f"Execution `{report['execution_id']}` is **{report['status']}**. "
+        f"Integration branch `{report['integration_branch']}` "
+        f"(from base `{report['base_commit'][:12]}`).",
+        "",
+        f"- merged: {len(report['merged'])}",
+        f"- conflicted: {len(report['conflicted'])}",
+        f"- failed: {len(report['failed'])}",
+        f"- skipped: {len(report['skipped'])}",
+    ]
+    if report["stopped"]:
+        lines.append(f"- stopped: {len(report['stopped'])}")
+    if report["pending"]:
+        lines.append(f"- not finished yet: {', '.join(report['pending'])}")
+    if report["merged"]:
+        lines += ["", "## Merged", ""]
+        for item in report["merged"]:
+            lines.append(
+                f"- **{item['id']}** ({item['title']}): {item['diffstat'] or 'no file changes'}"
+                f" — merge `{item['merge_commit'][:12]}`"
+            )
+    if report["conflicted"]:
+        lines += ["", "## Conflicts", ""]
+        for item in report["conflicted"]:
+            lines.append(f"- **{item['id']}** on branch `{item['branch']}`:")
+            for conflict in item["conflicts"]:
+                others = ", ".join(f"`{w}`" for w in conflict["with"]) or "the base"
+                lines.append(f"  - `{conflict['path']}` ({conflict['kind']}) with {others}")
+            if item["worktree"]:
+                lines.append(f"  - worktree kept at `{item['worktree']}`")
+    for title, key in (("Failed", "failed"), ("Skipped", "skipped"), ("Stopped", "stopped")):
+        if report[key]:
+            lines += ["", f"## {title}", ""]
+            for item in report[key]:
+                where = f" (worktree `{item['worktree']}`)" if item["worktree"] else ""
+                lines.append(f"- **{item['id']}**: {item['reason']}{where}")
+    lines += [
+        "",
+        "## Review",
+        "",
+        "```sh",
+        f"git log --oneline --graph {report['base_commit'][:12]}..{report['integration_branch']}",
+        f"git diff {report['base_commit'][:12]}...{report['integration_branch']}",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,213 @@
+"""The state of an execution as a fold over its events: the only state there is.
+
+`apply` is total and pure: an event that does not fit (say, for a subtask the plan does
+not name) is a bug in the writer, and raises, because silently skipping it would show a
+user a state that the log does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from orchestrator.core import events as ev
+from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
+
+SubtaskStateName = Literal[
+    "pending",
+    "preparing",
+    "running",
+    "verifying",
+    "succeeded",
+    "merged",
+    "conflicted",
+    "failed",
+    "skipped",
+    "stopped",
+]
+ExecutionStatus = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
+
+# States after which nothing more happens to a subtask in this execution.
+TERMINAL: frozenset[SubtaskStateName] = frozenset(
+    {"merged", "conflicted", "failed", "skipped", "stopped"}
+)
+# States that hold one of the `max_parallel` places.
+ACTIVE: frozenset[SubtaskStateName] = frozenset({"preparing", "running", "verifying"})
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    number: int
+    idempotency_key: str
+    pane_id: str
+    run_dir: str
+    start_commit: str
+    exit_code: int | None = None
+    output_tail: str = ""
+    tokens: int = 0
+    head_commit: str | None = None
+    changed: bool | None = None
+    verify_exit_code: int | None = None
+    verify_output_tail: str = ""
+    accepted: bool | None = None
+    reason: str | None = None
+
+    @property
+    def exited(self) -> bool:
+        return self.exit_code is not None
+
+    @property
+    def committed(self) -> bool:
+        return self.head_commit is not None
+
+    @property
+    def judged(self) -> bool:
+        return self.accepted is not None
+
+
+@dataclass(frozen=True)
+class SubtaskView:
+    id: str
+    state: SubtaskStateName = "pending"
+    branch: str | None = None
+    worktree: str | None = None
+    start_commit: str | None = None
+    head_commit: str | None = None
+    attempts: tuple[AttemptView, ...] = ()
+    reason: str | None = None
+    conflicts: tuple[ev.Conflict, ...] = ()
+    merge: ev.SubtaskMerged | None = None
+    succeeded_at_seq: int | None = None
+
+    @property
+    def current_attempt(self) -> AttemptView | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def tokens(self) -> int:
+        return sum(attempt.tokens for attempt in self.attempts)
+
+
+@dataclass(frozen=True)
+class ExecutionState:
+    execution_id: str
+    created: ev.ExecutionCreated
+    subtasks: Mapping[str, SubtaskView]
+    seq: int = 0  # seq of the last event folded in
+    supervisor_pid: int | None = None
+    supervisor_host: str | None = None
+    integration_head: str | None = None
+    merged: tuple[str, ...] = ()  # subtask ids in the order they were merged
+    ended: ev.EndStatus | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> ResolvedPlan:
+        return self.created.plan
+
+    def subtask(self, subtask_id: str) -> SubtaskView:
+        return self.subtasks[subtask_id]
+
+    def spec(self, subtask_id: str) -> ResolvedSubtask:
+        return self.plan.subtask(subtask_id)
+
+    @property
+    def status(self) -> ExecutionStatus:
+        """The status the log alone says; whether a supervisor lives is the caller's to add."""
+        return "RUNNING" if self.ended is None else self.ended
+
+
+def initial_state(execution_id: str, created: ev.ExecutionCreated) -> ExecutionState:
+    subtasks = {s.id: SubtaskView(id=s.id) for s in created.plan.subtasks}
+    return ExecutionState(execution_id=execution_id, created=created, subtasks=subtasks)
+
+
+def fold(execution_id: str, events: Iterable[ev.ExecutionEvent]) -> ExecutionState:
+    iterator = iter(events)
+    first = next(iterator, None)
+    if not isinstance(first, ev.ExecutionCreated):
+        raise TypeError(f"the log of {execution_id} does not start with execution_created")
+    state = initial_state(execution_id, first)
+    for seq, event in enumerate(iterator, start=1):
+        state = apply(state, event, seq)
+    return state
+
+
+def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> ExecutionState:
+    state = replace(state, seq=seq)
+    match event:
+        case ev.ExecutionCreated():
+            raise ValueError("execution_created may only be the first event")
+        case ev.SupervisorStarted(pid=pid, host=host):
+            return replace(state, supervisor_pid=pid, supervisor_host=host)
+        case ev.IntegrationBranchCreated(commit=commit):
+            return replace(state, integration_head=commit)
+        case ev.SubtaskScheduled(subtask_id=sid, start_commit=commit):
+            return _update(state, sid, state="preparing", start_commit=commit)
+        case ev.WorkspaceCreated(subtask_id=sid, path=path, branch=branch, commit=commit):
+            return _update(state, sid, worktree=path, branch=branch, head_commit=commit)
+        case ev.AttemptStarted(subtask_id=sid):
+            attempt = AttemptView(
+                number=event.attempt,
+                idempotency_key=event.idempotency_key,
+                pane_id=event.pane_id,
+                run_dir=event.run_dir,
+                start_commit=event.start_commit,
+            )
+            view = state.subtask(sid)
+            return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
+        case ev.AttemptExited(subtask_id=sid):
+            return _update_attempt(
+                state,
+                sid,
+                exit_code=event.exit_code,
+                output_tail=event.output_tail,
+                tokens=event.tokens,
+            )
+        case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
+            state = _update_attempt(state, sid, head_commit=head, changed=event.changed)
+            return _update(state, sid, head_commit=head)
+        case ev.VerifyFinished(subtask_id=sid):
+            state = _update_attempt(
+                state, sid, verify_exit_code=event.exit_code, verify_output_tail=event.output_tail
+            )
+            return _update(state, sid, state="verifying")
+        case ev.AttemptJudged(subtask_id=sid, accepted=accepted, reason=reason):
+            state = _update_attempt(state, sid, accepted=accepted, reason=reason)
+            if accepted:
+                return _update(state, sid, state="succeeded", succeeded_at_seq=seq)
+            return _update(state, sid, state="failed", reason=reason)
+        case ev.SubtaskMerged(subtask_id=sid, merge_commit=commit):
+            state = replace(state, integration_head=commit, merged=(*state.merged, sid))
+            return _update(state, sid, state="merged", merge=event)
+        case ev.SubtaskConflicted(subtask_id=sid, conflicts=conflicts):
+            paths = ", ".join(conflict.path for conflict in conflicts)
+            reason = f"conflict: {len(conflicts)} path(s) conflict with merged work: {paths}"
+            return _update(state, sid, state="conflicted", conflicts=conflicts, reason=reason)
+        case ev.SubtaskSkipped(subtask_id=sid, reason=reason):
+            return _update(state, sid, state="skipped", reason=reason)
+        case ev.SubtaskFailed(subtask_id=sid, reason=reason):
+            return _update(state, sid, state="failed", reason=reason)
+        case ev.WorkspaceReleased(subtask_id=sid):
+            return _update(state, sid, worktree=None)
+        case ev.ExecutionEnded(status=status):
+            return replace(state, ended=status)
+    raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _update(execution: ExecutionState, subtask_id: str, /, **changes: object) -> ExecutionState:
+    view = execution.subtask(subtask_id)
+    subtasks = dict(execution.subtasks)
+    subtasks[subtask_id] = replace(view, **changes)  # type: ignore[arg-type]
+    return replace(execution, subtasks=subtasks)
+
+
+def _update_attempt(
+    execution: ExecutionState, subtask_id: str, /, **changes: object
+) -> ExecutionState:
+    view = execution.subtask(subtask_id)
+    if not view.attempts:
+        raise ValueError(f"subtask {subtask_id!r} has no attempt to update")
+    last = replace(view.attempts[-1], **changes)  # type: ignore[arg-type]
+    return _update(execution, subtask_id, attempts=(*view.attempts[:-1], last))

@@ -1,0 +1,52 @@
+"""`status --json` (cli.md) as a pure function of the folded state and the row's head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.state import ExecutionState
+
+
+def effective_status(state: ExecutionState, *, supervisor_alive: bool) -> str:
+    """RUNNING only while a supervisor lives; an unfinished log without one is PAUSED."""
+    if state.ended is not None:
+        return state.ended
+    return "RUNNING" if supervisor_alive else "PAUSED"
+
+
+def status_document(
+    state: ExecutionState,
+    *,
+    status: str,
+    version: int,
+    head_seq: int,
+    head_hash: str,
+) -> dict[str, Any]:
+    created = state.created
+    return {
+        "execution_id": state.execution_id,
+        "plan": state.plan.name,
+        "status": status,
+        "version": version,
+        "base_commit": created.base_commit,
+        "integration_branch": created.integration_branch,
+        "integration_head": state.integration_head,
+        "tmux_session": created.tmux_session,
+        "tmux_socket": created.tmux_socket,
+        "supervisor_pid": state.supervisor_pid,
+        "head": {"seq": head_seq, "hash": head_hash},
+        "subtasks": [
+            {
+                "id": view.id,
+                "state": view.state,
+                "branch": view.branch,
+                "worktree": view.worktree,
+                "head_commit": view.head_commit,
+                "attempts": len(view.attempts),
+                "tokens": view.tokens,
+                "reason": view.reason,
+                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
+            }
+            for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
+        ],
+    }

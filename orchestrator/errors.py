@@ -1,0 +1,83 @@
+"""Every error kairo-orch raises on purpose, under one root.
+
+The CLI turns each into one or two sentences on stderr and the exit code of
+`shared/spec/cli.md`; anything else that escapes is a bug and is reported as such.
+
+    KairoError                      exit 1   (root; rarely raised bare)
+    ├── UsageError                  exit 2   bad arguments, unknown or ambiguous execution id
+    │   └── PlanError               exit 2   the plan file is wrong (file:line:col: sentence)
+    ├── LogVerificationError        exit 3   the event log's hash chain or head does not hold
+    ├── OwnershipError              exit 4   another supervisor owns it; an interrupted run exists
+    ├── EnvironmentProblem          exit 5   not a git repository; git or tmux missing; no store
+    │   └── StoreSchemaError        exit 5   the store's schema is newer than this program
+    └── StepFailed                  exit 1   a git, tmux or agent step failed inside a run
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KairoError(Exception):
+    """Root of all deliberate errors; fields give the context a user or a log needs."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        subtask_id: str | None = None,
+        branch: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.execution_id = execution_id
+        self.subtask_id = subtask_id
+        self.branch = branch
+
+    def context(self) -> dict[str, str]:
+        """The structured fields that are set, for logs."""
+        fields = {
+            "execution_id": self.execution_id,
+            "subtask_id": self.subtask_id,
+            "branch": self.branch,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+class UsageError(KairoError):
+    exit_code = 2
+
+
+class PlanError(UsageError):
+    """A plan that cannot run; `problems` holds every `file:line:col: sentence` found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class LogVerificationError(KairoError):
+    exit_code = 3
+
+    def __init__(self, message: str, *, execution_id: str, bad_seq: int) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.bad_seq = bad_seq
+
+
+class OwnershipError(KairoError):
+    exit_code = 4
+
+
+class EnvironmentProblem(KairoError):
+    exit_code = 5
+
+
+class StoreSchemaError(EnvironmentProblem):
+    pass
+
+
+class StepFailed(KairoError):
+    exit_code = 1

@@ -1,0 +1,93 @@
+"""Read-only questions about commits: which files, what changed, which commits.
+
+Paths travel NUL-separated (`-z`) so names with spaces, quotes or newlines come back
+exactly; diff options that user configuration could change (renames, `diff.relative`,
+external diff drivers) are fixed on the command line so results are the same anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.git.repo import git
+
+_DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color", "--no-relative")
+
+
+@dataclass(frozen=True)
+class DiffStat:
+    files: int
+    insertions: int
+    deletions: int
+    #: git's own summary, e.g. "3 files changed, 10 insertions(+), 2 deletions(-)".
+    text: str
+
+
+@dataclass(frozen=True)
+class CommitSummary:
+    oid: str
+    subject: str
+
+    def __str__(self) -> str:
+        return f"{self.oid[:12]} {self.subject}"
+
+
+def _nul_fields(output: str) -> list[str]:
+    return [field for field in output.split("\0") if field]
+
+
+async def tracked_files(cwd: Path, commit: str) -> list[str]:
+    """Every file path in `commit`, from the repository root, in git's (byte) order."""
+    # --full-tree: without it, ls-tree run from a subdirectory lists only that subdirectory.
+    result = await git(
+        "ls-tree", "-r", "--full-tree", "--name-only", "-z", "--end-of-options", commit, cwd=cwd
+    )
+    return _nul_fields(result.stdout)
+
+
+async def changed_paths(cwd: Path, base: str, head: str) -> list[str]:
+    """Paths that differ between `base` and `head`; a rename lists both of its paths."""
+    result = await git(
+        "diff", "--name-only", "-z", "--no-renames", *_DIFF_OPTIONS, base, head, "--", cwd=cwd
+    )
+    return _nul_fields(result.stdout)
+
+
+async def diffstat(cwd: Path, base: str, head: str) -> DiffStat:
+    """Size of the change from `base` to `head`; a detected rename counts as one file.
+
+    Binary files count as changed files with no line counts, as in `git diff --stat`.
+    """
+    numstat = await git("diff", "--numstat", "-z", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd)
+    files = insertions = deletions = 0
+    fields = numstat.stdout.split("\0")
+    i = 0
+    while i < len(fields) and fields[i]:
+        added, deleted, path = fields[i].split("\t", 2)
+        # A rename is "added<TAB>deleted<TAB>" followed by two fields: old and new path.
+        i += 3 if path == "" else 1
+        files += 1
+        insertions += int(added) if added != "-" else 0
+        deletions += int(deleted) if deleted != "-" else 0
+    short = await git("diff", "--shortstat", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd)
+    return DiffStat(files, insertions, deletions, short.stdout.strip())
+
+
+async def commits_between(cwd: Path, base: str, head: str) -> list[CommitSummary]:
+    """Commits reachable from `head` but not from `base`, oldest first."""
+    result = await git(
+        "log",
+        "--reverse",
+        "-z",
+        "--format=%H %s",
+        "--end-of-options",
+        f"{base}..{head}",
+        "--",
+        cwd=cwd,
+    )
+    summaries = []
+    for record in _nul_fields(result.stdout):
+        oid, _, subject = record.partition(" ")
+        summaries.append(CommitSummary(oid, subject))
+    return summaries

@@ -1,0 +1,125 @@
+"""Commits and refs: resolving, creating, moving and deleting branches safely.
+
+Every ref update goes through `git update-ref` with the value it expects to replace, so
+two writers (two supervisors, or the user's own git) can never silently overwrite each
+other: the loser gets a `StepFailed` and the ref keeps the winner's value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.errors import StepFailed, UsageError
+from orchestrator.git.repo import first_line, git
+
+_REFLOG_MESSAGE = "kairo-orch"
+
+
+def branch_ref(name: str) -> str:
+    """`feature/x` -> `refs/heads/feature/x`; a full ref is returned as it is."""
+    return name if name.startswith("refs/") else f"refs/heads/{name}"
+
+
+def _require_full_ref(ref: str) -> None:
+    # `git update-ref main X` would write a loose ref `.git/main` beside HEAD rather
+    # than moving the branch; only full names are unambiguous.
+    if not ref.startswith("refs/"):
+        raise ValueError(f"expected a full ref name such as refs/heads/x, got {ref!r}")
+
+
+async def rev_parse(cwd: Path, rev: str) -> str:
+    """The commit oid `rev` names; `UsageError` when it names no commit.
+
+    A usage error, because the revisions that can be wrong come from the user (a plan's
+    `base`); internal callers only pass oids and refs they created.
+    """
+    result = await git(
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        f"{rev}^{{commit}}",
+        cwd=cwd,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise UsageError(f"{rev!r} does not name a commit in the repository at {cwd}")
+    return result.stdout.strip()
+
+
+async def tree_of(cwd: Path, rev: str) -> str:
+    result = await git("rev-parse", "--verify", "--end-of-options", f"{rev}^{{tree}}", cwd=cwd)
+    return result.stdout.strip()
+
+
+async def branch_exists(cwd: Path, name: str) -> bool:
+    result = await git("show-ref", "--verify", "--quiet", branch_ref(name), cwd=cwd, check=False)
+    return result.returncode == 0
+
+
+async def create_branch(cwd: Path, name: str, commit: str) -> None:
+    """Create branch `name` at `commit`; `StepFailed` if the branch exists already.
+
+    Create-only by construction (an empty expected old value), so a branch that appears
+    between a check and the write is never overwritten.
+    """
+    ref = branch_ref(name)
+    oid = await rev_parse(cwd, commit)
+    result = await git(
+        "update-ref", "-m", f"{_REFLOG_MESSAGE}: create", ref, oid, "", cwd=cwd, check=False
+    )
+    if result.returncode != 0:
+        if await branch_exists(cwd, name):
+            raise StepFailed(f"branch {name!r} already exists", branch=name)
+        raise StepFailed(f"cannot create branch {name!r}: {first_line(result)}", branch=name)
+
+
+async def update_ref(cwd: Path, ref: str, new: str, old: str) -> None:
+    """Move `ref` from `old` to `new`, or raise `StepFailed` if it no longer is at `old`."""
+    _require_full_ref(ref)
+    result = await git(
+        "update-ref", "-m", f"{_REFLOG_MESSAGE}: update", ref, new, old, cwd=cwd, check=False
+    )
+    if result.returncode != 0:
+        current = await git("rev-parse", "--verify", "--quiet", ref, cwd=cwd, check=False)
+        now = current.stdout.strip() or "nothing"
+        raise StepFailed(
+            f"{ref} moved while kairo-orch was updating it: expected {old}, found {now}",
+            branch=ref.removeprefix("refs/heads/"),
+        )
+
+
+async def delete_branch(cwd: Path, name: str) -> bool:
+    """Delete branch `name`; False if there was none. Idempotent, for cleanup.
+
+    `git branch -D` rather than `update-ref -d`: it refuses to delete a branch that is
+    checked out in some worktree, the user's checkout included.
+    """
+    if not await branch_exists(cwd, name):
+        return False
+    short = branch_ref(name).removeprefix("refs/heads/")
+    result = await git("branch", "-D", "--", short, cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise StepFailed(f"cannot delete branch {short!r}: {first_line(result)}", branch=short)
+    return True
+
+
+async def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    """Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
+    result = await git("merge-base", "--is-ancestor", ancestor, descendant, cwd=cwd, check=False)
+    if result.returncode in (0, 1):
+        return result.returncode == 0
+    raise StepFailed(f"cannot compare {ancestor} and {descendant}: {first_line(result)}")
+
+
+async def checked_out_branches(cwd: Path) -> dict[str, Path]:
+    """Full branch ref -> the worktree that has it checked out, the main one included."""
+    result = await git("worktree", "list", "--porcelain", "-z", cwd=cwd)
+    branches: dict[str, Path] = {}
+    path: Path | None = None
+    for field in result.stdout.split("\0"):
+        if field.startswith("worktree "):
+            path = Path(field.removeprefix("worktree "))
+        elif field.startswith("branch ") and path is not None:
+            branches[field.removeprefix("branch ")] = path
+    return branches

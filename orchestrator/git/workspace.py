@@ -1,0 +1,183 @@
+"""Workspaces: the directory and branch each subtask's agent works in.
+
+`LocalWorktreeProvider` gives each subtask a linked `git worktree` of the user's
+repository, on its own new branch. It writes only under the repository's git directory
+(`worktrees/`, the new branch) and in the new directory; the user's checkout, index and
+HEAD are never read for writing, let alone changed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import trio
+
+from orchestrator.errors import StepFailed
+from orchestrator.git.refs import branch_exists, rev_parse
+from orchestrator.git.repo import discover_repo, error_context, git
+
+#: How long cleanup after a failed or cancelled create may take before it is abandoned.
+_ROLLBACK_TIMEOUT = 30.0
+
+
+class WorkspaceKind(enum.Enum):
+    LOCAL = "local"
+    REMOTE_GIT = "remote_git"
+    EPHEMERAL = "ephemeral"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    subtask_id: str
+    path: Path
+    branch: str
+    #: The commit oid the branch started from (resolved, never a symbolic name).
+    base_commit: str
+    kind: WorkspaceKind
+
+
+class WorkspaceProvider(Protocol):
+    """Where subtasks work. LOCAL is a worktree of the user's repository; REMOTE_GIT
+    and EPHEMERAL (a clone elsewhere, a throwaway container) fit the same three calls."""
+
+    async def create(
+        self, subtask_id: str, branch: str, base_commit: str, path: Path
+    ) -> Workspace: ...
+
+    async def release(self, workspace_path: Path) -> None: ...
+
+    async def exists(self, path: Path) -> bool: ...
+
+
+class LocalWorktreeProvider:
+    """Worktrees of the repository at `repo_root`, one new branch each.
+
+    `git worktree add` and `git worktree prune` read and write the shared
+    `worktrees/` administrative directory without locking it: concurrent adds fail
+    with "failed to read .git/worktrees/N/commondir", and a prune can delete a
+    half-written entry. So they run one at a time under a lock per repository (shared by
+    every provider of the same repository in this process), and only the
+    `--no-checkout` add runs under it (milliseconds); filling in the files runs in
+    parallel, outside it. Another process's `git worktree` commands are not covered.
+
+    Construct it at start-up: it calls the synchronous `discover_repo` (milliseconds).
+    """
+
+    _locks: ClassVar[dict[Path, trio.Lock]] = {}
+
+    def __init__(self, repo_root: Path, *, lock: trio.Lock | None = None) -> None:
+        paths = discover_repo(repo_root)
+        self.repo_root = paths.toplevel
+        self._common_dir = paths.git_common_dir
+        self._lock = lock or self._locks.setdefault(paths.git_common_dir, trio.Lock())
+
+    async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
+        with error_context(subtask_id=subtask_id, branch=branch):
+            protected = (self.repo_root, self._common_dir)
+            path = await trio.to_thread.run_sync(
+                _prepare_target, path, protected, default_worktree_root(self._common_dir)
+            )
+            base = await rev_parse(self.repo_root, base_commit)
+            if await branch_exists(self.repo_root, branch):
+                raise StepFailed(f"branch {branch!r} already exists; it was not reused")
+            async with self._lock:
+                await git(
+                    "worktree",
+                    "add",
+                    "--no-checkout",
+                    "-b",
+                    branch,
+                    "--",
+                    str(path),
+                    base,
+                    cwd=self.repo_root,
+                )
+            try:
+                # cwd=path: this fills the new worktree's own index and files.
+                await git("reset", "--hard", "--quiet", cwd=path)
+            except BaseException:
+                # Leave nothing half-made behind, so a retry can create it afresh; a
+                # cancellation must not skip the cleanup, but must still propagate.
+                with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
+                    await self._remove(path)
+                    await git("branch", "-D", "--", branch, cwd=self.repo_root, check=False)
+                raise
+        return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
+
+    async def release(self, workspace_path: Path) -> None:
+        """Remove the worktree (modified and untracked files too); keep its branch.
+
+        Idempotent: releasing a path that is gone already only prunes git's record of it.
+        """
+        path = await trio.to_thread.run_sync(_resolve, workspace_path)
+        if await trio.Path(path).exists():
+            await self._remove(path)
+        else:
+            async with self._lock:
+                await git("worktree", "prune", cwd=self.repo_root)
+
+    async def exists(self, path: Path) -> bool:
+        """Whether `path` is a worktree of this repository and is still on disk."""
+        path = await trio.to_thread.run_sync(_resolve, path)
+        return await trio.Path(path).is_dir() and path in await self._worktree_paths()
+
+    async def _remove(self, path: Path) -> None:
+        async with self._lock:
+            if path in await self._worktree_paths():
+                # Without --force, git refuses a worktree with modified or untracked
+                # files: an agent's leftovers are exactly what is being thrown away.
+                await git("worktree", "remove", "--force", "--", str(path), cwd=self.repo_root)
+            elif await trio.Path(path).exists():
+                # Never delete a directory git does not know as one of our worktrees.
+                raise StepFailed(f"{path} is not a worktree of {self.repo_root}; left alone")
+            await git("worktree", "prune", cwd=self.repo_root)
+
+    async def _worktree_paths(self) -> set[Path]:
+        result = await git("worktree", "list", "--porcelain", "-z", cwd=self.repo_root)
+        listed = [
+            Path(field.removeprefix("worktree "))
+            for field in result.stdout.split("\0")
+            if field.startswith("worktree ")
+        ]
+        return set(await trio.to_thread.run_sync(lambda: [_resolve(p) for p in listed]))
+
+
+# Filesystem work, kept synchronous and run in a worker thread: it stats and creates
+# directories, which can block on a slow or network disk.
+
+
+def default_worktree_root(git_common_dir: Path) -> Path:
+    """Where worktrees go when the plan names no `worktree_root`: inside the git directory,
+    so outside the working tree by construction, and gone with the repository."""
+    return git_common_dir / "kairo" / "worktrees"
+
+
+def _resolve(path: Path) -> Path:
+    """Absolute with symlinks resolved, so `/tmp/x` and `/private/tmp/x` compare equal."""
+    return path.expanduser().resolve()
+
+
+def _prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> Path:
+    """The resolved worktree path, its parent created; refuses unusable paths.
+
+    `reserved` is the one place inside the protected roots that is ours: a directory of
+    the git directory, which no working tree shows and no `git add` sweeps up.
+    """
+    path = _resolve(path)
+    inside_reserved = path.is_relative_to(_resolve(reserved))
+    for root in map(_resolve, protected):
+        if inside_reserved:
+            break
+        # A worktree inside the user's working tree would show up there as untracked
+        # files, and be swept into the user's next `git add -A`.
+        if path.is_relative_to(root):
+            raise StepFailed(f"worktree path {path} lies inside {root}")
+    # `worktree add` accepts an existing empty directory, which is fine; anything in
+    # it might be someone's data.
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise StepFailed(f"cannot create a worktree at {path}: something is there already")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,141 @@
+"""One agent attempt at the edge: its run directory, its runner spec, its exit record.
+
+The agent runs under `agents.runner` in a tmux pane, not as our child, so a supervisor that
+dies leaves it running; the runner's exit record in the run directory is how we (or a
+later supervisor) learn that it ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.base import AttemptContext
+from agents.registry import adapter_for
+from orchestrator.core.plan import ResolvedSubtask
+
+# Variables of the supervisor itself that must not leak into an agent's world.
+_NOT_FOR_AGENTS = ("KAIRO_FAULT_CRASH_AFTER_EVENT", "KAIRO_STORE", "TMUX", "TMUX_PANE")
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one attempt, under `<run root>/<subtask>/<attempt>/`."""
+
+    directory: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.directory / "runner.json"
+
+    @property
+    def prompt(self) -> Path:
+        return self.directory / "prompt.txt"
+
+    @property
+    def usage(self) -> Path:
+        return self.directory / "usage.jsonl"
+
+    @property
+    def output(self) -> Path:
+        return self.directory / "output.log"
+
+    @property
+    def started(self) -> Path:
+        return self.directory / "started.json"
+
+    @property
+    def exit(self) -> Path:
+        return self.directory / "exit.json"
+
+
+def run_files(run_root: Path, subtask_id: str, attempt: int) -> RunFiles:
+    return RunFiles(run_root / subtask_id / str(attempt))
+
+
+def render_prompt(spec: ResolvedSubtask, feedback: str) -> str:
+    # Plain replacement, not str.format: prompts are prose and may hold braces of their own.
+    prompt = spec.prompt.replace("{files}", " ".join(spec.files))
+    if feedback:
+        prompt += f"\n\n## Feedback on your previous attempt\n\n{feedback}\n"
+    return prompt
+
+
+def agent_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
+    env.update(extra)
+    return env
+
+
+def write_attempt_files(
+    files: RunFiles,
+    *,
+    spec: ResolvedSubtask,
+    context: AttemptContext,
+    base_environment: Mapping[str, str],
+    tmux_socket: str | None,
+    wake_channel: str,
+) -> list[str]:
+    """Write the prompt and the runner spec; return the pane's command line."""
+    files.directory.mkdir(parents=True, exist_ok=True)
+    files.prompt.write_text(context.prompt, encoding="utf-8")
+    files.usage.touch()
+    adapter = adapter_for(spec.agent.kind)
+    runner_spec: dict[str, Any] = {
+        "argv": adapter.argv(spec.agent, context),
+        "cwd": context.worktree,
+        "env": agent_environment(base_environment, adapter.environment(spec.agent, context)),
+        "output_log": str(files.output),
+        "started_path": str(files.started),
+        "exit_path": str(files.exit),
+        "tmux_socket": tmux_socket,
+        "wake_channel": wake_channel,
+        "title": f"{spec.id} attempt {context.attempt}",
+    }
+    # The spec holds the agent's whole environment, API keys included: owner-only.
+    fd = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(runner_spec, handle)
+    return [sys.executable, "-m", "agents.runner", str(files.spec)]
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    exit_code: int
+    output_tail: str
+
+
+def read_exit_record(files: RunFiles) -> ExitRecord | None:
+    """The runner's record of the agent's exit, or None while the agent runs."""
+    try:
+        data = json.loads(files.exit.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return ExitRecord(
+        exit_code=int(data["exit_code"]), output_tail=str(data.get("output_tail", ""))
+    )
+
+
+def read_token_usage(files: RunFiles) -> int:
+    """Input plus output tokens over every well-formed line of the usage file."""
+    total = 0
+    try:
+        lines = files.usage.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # an agent's half-written or malformed line is not worth failing for
+        if isinstance(record, dict):
+            for key in ("input_tokens", "output_tokens"):
+                value = record.get(key)
+                if isinstance(value, int) and value > 0:
+                    total += value
+    return total

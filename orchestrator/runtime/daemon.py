@@ -1,0 +1,129 @@
+"""The supervisor process: started detached by `start`, one per running execution.
+
+It is a session leader of its own (setsid), with no terminal, and its output goes to the
+execution's `supervisor.log`, so closing the terminal that started it kills nothing. It
+runs with the environment of the command that started it, which agents inherit in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import structlog
+import trio
+
+from orchestrator import logs
+from orchestrator.core.report import build_report, to_markdown
+from orchestrator.git.repo import Identity, discover_repo
+from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.effects import Edges
+from orchestrator.runtime.journal import Journal, read_state
+from orchestrator.runtime.supervisor import supervise
+from orchestrator.runtime.wakeup import Wakeup
+from orchestrator.store import open_store
+from orchestrator.tmux.server import TmuxServer
+
+log = structlog.get_logger(__name__)
+
+
+def supervisor_log_path(run_root: Path) -> Path:
+    return run_root / "supervisor.log"
+
+
+def report_path(run_root: Path) -> Path:
+    return run_root / "report.md"
+
+
+def spawn_supervisor(
+    execution_id: str, *, repo_root: Path, store_url: str | None, run_root: Path
+) -> int:
+    """Start the supervisor detached from this terminal; return its pid."""
+    run_root.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator.runtime.daemon",
+        execution_id,
+        "--repo",
+        str(repo_root),
+    ]
+    if store_url:
+        argv += ["--store", store_url]
+    with supervisor_log_path(run_root).open("ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            cwd=repo_root,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return process.pid
+
+
+def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
+    """The supervisor window's live view: `kairo-orch watch`, with this interpreter."""
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli.main",
+        "watch",
+        execution_id,
+        "--repo",
+        str(repo_root),
+    ]
+    if store_url:
+        argv += ["--store", store_url]
+    return argv
+
+
+async def run_supervisor(execution_id: str, repo_root: Path, store_url: str | None) -> int:
+    paths = discover_repo(repo_root)
+    with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+        state = await trio.to_thread.run_sync(read_state, store, execution_id)
+        created = state.created
+        structlog.contextvars.bind_contextvars(execution_id=execution_id)
+        tmux = TmuxServer(created.tmux_socket)
+        if not await tmux.has_session(created.tmux_session):
+            await tmux.new_session(
+                created.tmux_session,
+                window_name="supervisor",
+                command=watch_command(execution_id, paths.toplevel, store_url),
+                cwd=paths.toplevel,
+            )
+        edges = Edges(
+            repo_root=paths.toplevel,
+            workspaces=LocalWorktreeProvider(paths.toplevel),
+            tmux=tmux,
+            identity=await Identity.for_repo(paths.toplevel),
+            environment=dict(os.environ),
+            wakeup=Wakeup(),
+        )
+        final = await supervise(Journal(store, state), edges)
+        report = to_markdown(build_report(final, final.status))
+        report_path(Path(created.run_root)).write_text(report, encoding="utf-8")
+        log.info("execution_ended", status=final.status)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kairo-orch-supervisor")
+    parser.add_argument("execution_id")
+    parser.add_argument("--repo", type=Path, required=True)
+    parser.add_argument("--store", default=None)
+    args = parser.parse_args(argv)
+    logs.configure(sys.stdout)
+    try:
+        return trio.run(run_supervisor, args.execution_id, args.repo, args.store)
+    except BaseException:
+        log.exception("supervisor_crashed")
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""The edge: each command of `decide` carried out against git, tmux and processes.
+
+Every function here takes the state it was decided on and returns the events that say
+what happened; none of them changes the state itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from agents.base import AttemptContext
+from orchestrator.core import decide as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
+from orchestrator.core.state import ExecutionState
+from orchestrator.git.commit import commit_all
+from orchestrator.git.history import changed_paths, diffstat
+from orchestrator.git.merge import Conflicted, merge_branch
+from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_parse
+from orchestrator.git.repo import Identity
+from orchestrator.git.workspace import WorkspaceProvider
+from orchestrator.runtime.attempts import (
+    read_exit_record,
+    read_token_usage,
+    render_prompt,
+    run_files,
+    write_attempt_files,
+)
+from orchestrator.runtime.processes import run_shell
+from orchestrator.runtime.wakeup import Wakeup
+from orchestrator.tmux.server import TmuxServer
+
+OUTPUT_TAIL_BYTES = 4096
+
+
+@dataclass
+class Edges:
+    """Everything at the edge that a supervisor of one execution talks to."""
+
+    repo_root: Path
+    workspaces: WorkspaceProvider
+    tmux: TmuxServer
+    identity: Identity
+    environment: Mapping[str, str]  # of the command that started or resumed the supervisor
+    wakeup: Wakeup
+
+
+async def execute(
+    edges: Edges, state: ExecutionState, command: cmd.Command
+) -> list[ev.ExecutionEvent]:
+    match command:
+        case cmd.CreateIntegrationBranch():
+            return await _create_integration_branch(edges, state)
+        case cmd.PrepareWorkspace():
+            return await _prepare_workspace(edges, state, command)
+        case cmd.LaunchAttempt():
+            return await _launch_attempt(edges, state, command)
+        case cmd.AwaitAttempt():
+            return await _await_attempt(edges, state, command)
+        case cmd.CommitAttempt():
+            return await _commit_attempt(edges, state, command)
+        case cmd.RunVerify():
+            return await _run_verify(edges, state, command)
+        case cmd.MergeSubtask():
+            return await _merge(edges, state, command)
+        case cmd.ReleaseWorkspace():
+            return await _release(edges, state, command)
+    raise AssertionError(f"unknown command {command!r}")  # pragma: no cover
+
+
+async def _create_integration_branch(
+    edges: Edges, state: ExecutionState
+) -> list[ev.ExecutionEvent]:
+    created = state.created
+    if await branch_exists(edges.repo_root, created.integration_branch):
+        commit = await rev_parse(edges.repo_root, branch_ref(created.integration_branch))
+    else:
+        await create_branch(edges.repo_root, created.integration_branch, created.base_commit)
+        commit = created.base_commit
+    return [ev.IntegrationBranchCreated(branch=created.integration_branch, commit=commit)]
+
+
+async def _prepare_workspace(
+    edges: Edges, state: ExecutionState, command: cmd.PrepareWorkspace
+) -> list[ev.ExecutionEvent]:
+    sid = command.subtask_id
+    branch = subtask_branch(state.plan.name, state.execution_id, sid)
+    path = Path(state.created.worktree_root) / sid
+    workspace = await edges.workspaces.create(sid, branch, command.start_commit, path)
+    return [
+        ev.WorkspaceCreated(
+            subtask_id=sid, path=str(workspace.path), branch=branch, commit=workspace.base_commit
+        )
+    ]
+
+
+def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str) -> AttemptContext:
+    view = state.subtask(subtask_id)
+    spec = state.spec(subtask_id)
+    files = run_files(Path(state.created.run_root), subtask_id, attempt)
+    assert view.worktree is not None
+    return AttemptContext(
+        execution_id=state.execution_id,
+        subtask_id=subtask_id,
+        attempt=attempt,
+        prompt=render_prompt(spec, feedback),
+        prompt_file=str(files.prompt),
+        feedback=feedback,
+        files=spec.files,
+        worktree=view.worktree,
+        idempotency_key=idempotency_key(state.execution_id, subtask_id, attempt, "agent"),
+        usage_file=str(files.usage),
+    )
+
+
+async def _launch_attempt(
+    edges: Edges, state: ExecutionState, command: cmd.LaunchAttempt
+) -> list[ev.ExecutionEvent]:
+    sid, number = command.subtask_id, command.attempt
+    view = state.subtask(sid)
+    assert view.worktree is not None and view.head_commit is not None
+    context = _context(state, sid, number, feedback="")
+    files = run_files(Path(state.created.run_root), sid, number)
+    pane_command = await trio.to_thread.run_sync(
+        lambda: write_attempt_files(
+            files,
+            spec=state.spec(sid),
+            context=context,
+            base_environment=edges.environment,
+            tmux_socket=state.created.tmux_socket,
+            wake_channel=wake_channel(state.execution_id),
+        )
+    )
+    pane = await edges.tmux.open_agent_pane(
+        state.created.tmux_session,
+        title=f"{sid} · running",
+        command=pane_command,
+        cwd=Path(view.worktree),
+    )
+    return [
+        ev.AttemptStarted(
+            subtask_id=sid,
+            attempt=number,
+            idempotency_key=context.idempotency_key,
+            pane_id=pane.pane_id,
+            run_dir=str(files.directory),
+            start_commit=view.head_commit,
+        )
+    ]
+
+
+async def _await_attempt(
+    edges: Edges, state: ExecutionState, command: cmd.AwaitAttempt
+) -> list[ev.ExecutionEvent]:
+    files = run_files(Path(state.created.run_root), command.subtask_id, command.attempt)
+    while (record := await trio.to_thread.run_sync(read_exit_record, files)) is None:
+        await edges.wakeup.wait(at_most=1.0)
+    tokens = await trio.to_thread.run_sync(read_token_usage, files)
+    return [
+        ev.AttemptExited(
+            subtask_id=command.subtask_id,
+            attempt=command.attempt,
+            exit_code=record.exit_code,
+            output_tail=record.output_tail[-OUTPUT_TAIL_BYTES:],
+            tokens=tokens,
+        )
+    ]
+
+
+async def _commit_attempt(
+    edges: Edges, state: ExecutionState, command: cmd.CommitAttempt
+) -> list[ev.ExecutionEvent]:
+    sid, number = command.subtask_id, command.attempt
+    view = state.subtask(sid)
+    attempt = view.current_attempt
+    assert view.worktree is not None and attempt is not None
+    outcome = await commit_all(
+        Path(view.worktree),
+        message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}",
+        trailers={
+            "Kairo-Execution": state.execution_id,
+            "Kairo-Subtask": sid,
+            "Kairo-Attempt": str(number),
+        },
+        identity=edges.identity,
+        start_commit=attempt.start_commit,
+        expected_branch=view.branch,
+    )
+    return [
+        ev.AttemptCommitted(
+            subtask_id=sid,
+            attempt=number,
+            head_commit=outcome.head_commit,
+            changed=outcome.changed,
+            files_changed=outcome.files_changed,
+        )
+    ]
+
+
+async def _run_verify(
+    edges: Edges, state: ExecutionState, command: cmd.RunVerify
+) -> list[ev.ExecutionEvent]:
+    sid = command.subtask_id
+    view = state.subtask(sid)
+    verify = state.spec(sid).verify
+    assert view.worktree is not None and verify is not None
+    context = _context(state, sid, command.attempt, feedback="")
+    env = {**edges.environment, **context.environment()}
+    result = await run_shell(verify, cwd=Path(view.worktree), env=env)
+    return [
+        ev.VerifyFinished(
+            subtask_id=sid,
+            attempt=command.attempt,
+            exit_code=result.exit_code,
+            output_tail=result.output[-OUTPUT_TAIL_BYTES:],
+        )
+    ]
+
+
+async def _merge(
+    edges: Edges, state: ExecutionState, command: cmd.MergeSubtask
+) -> list[ev.ExecutionEvent]:
+    sid = command.subtask_id
+    view = state.subtask(sid)
+    assert view.head_commit is not None and view.start_commit is not None
+    spec = state.spec(sid)
+    outcome = await merge_branch(
+        edges.repo_root,
+        target_ref=branch_ref(state.created.integration_branch),
+        source_commit=view.head_commit,
+        message=(
+            f"kairo: merge {sid}: {spec.title}\n\n"
+            f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
+        ),
+        identity=edges.identity,
+    )
+    if isinstance(outcome, Conflicted):
+        return [
+            ev.SubtaskConflicted(
+                subtask_id=sid,
+                head_commit=view.head_commit,
+                conflicts=tuple(
+                    ev.Conflict(
+                        path=c.path,
+                        kind=c.kind,
+                        message=c.message,
+                        **{"with": _touched_by_merged(state, c.path)},
+                    )
+                    for c in outcome.conflicts
+                ),
+            )
+        ]
+    paths = await changed_paths(edges.repo_root, view.start_commit, view.head_commit)
+    stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
+    return [
+        ev.SubtaskMerged(
+            subtask_id=sid,
+            merge_commit=outcome.merge_commit,
+            previous_commit=outcome.previous_commit,
+            head_commit=view.head_commit,
+            changed_paths=tuple(paths),
+            diffstat=stat.text,
+            insertions=stat.insertions,
+            deletions=stat.deletions,
+        )
+    ]
+
+
+def _touched_by_merged(state: ExecutionState, path: str) -> tuple[str, ...]:
+    """The already merged subtasks whose own changes include `path`, in merge order."""
+    touched = []
+    for merged_id in state.merged:
+        merge = state.subtask(merged_id).merge
+        if merge is not None and path in merge.changed_paths:
+            touched.append(merged_id)
+    return tuple(touched)
+
+
+async def _release(
+    edges: Edges, state: ExecutionState, command: cmd.ReleaseWorkspace
+) -> list[ev.ExecutionEvent]:
+    view = state.subtask(command.subtask_id)
+    assert view.worktree is not None
+    await edges.workspaces.release(Path(view.worktree))
+    return [ev.WorkspaceReleased(subtask_id=command.subtask_id)]

@@ -1,0 +1,101 @@
+"""The supervisor loop: fold, decide, carry out at the edge, append, repeat.
+
+Each command runs as a task of one nursery; its events are appended as it ends, and every
+append wakes the loop to decide again. A command already under way is not started twice
+(`Command.key`). A command that fails for a reason a user can act on (a `KairoError`)
+fails its subtask with that reason; anything else is a bug and stops the supervisor, whose
+log then says where.
+"""
+
+from __future__ import annotations
+
+import socket
+from os import getpid
+
+import structlog
+import trio
+
+from orchestrator.core import decide as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.decide import decide
+from orchestrator.core.ids import wake_channel
+from orchestrator.core.state import ExecutionState
+from orchestrator.errors import KairoError
+from orchestrator.runtime.effects import Edges, execute
+from orchestrator.runtime.journal import Journal
+
+log = structlog.get_logger(__name__)
+
+# What a failed step of each command means for its subtask: the reason's stable word.
+_FAILURE_WORD: dict[type[cmd.Command], str] = {
+    cmd.PrepareWorkspace: "setup_failed",
+    cmd.LaunchAttempt: "agent_failed",
+    cmd.AwaitAttempt: "agent_failed",
+    cmd.CommitAttempt: "agent_failed",
+    cmd.RunVerify: "verify_failed",
+    cmd.MergeSubtask: "merge_failed",
+    cmd.ReleaseWorkspace: "cleanup_failed",
+}
+
+
+async def supervise(journal: Journal, edges: Edges) -> ExecutionState:
+    """Run the execution to its end; return the final state."""
+    await journal.append([ev.SupervisorStarted(pid=getpid(), host=socket.gethostname())])
+    in_flight: set[tuple[str, str, int]] = set()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(edges.wakeup.listen, edges.tmux, wake_channel(journal.execution_id))
+        while True:
+            decision = decide(journal.state)
+            if decision.events:
+                await journal.append(decision.events)
+                continue
+            if journal.state.ended is not None:
+                break
+            changed = journal.changed
+            for command in decision.commands:
+                if command.key not in in_flight:
+                    in_flight.add(command.key)
+                    nursery.start_soon(_carry_out, journal, edges, command, in_flight)
+            await changed.wait()
+        nursery.cancel_scope.cancel()
+    return journal.state
+
+
+async def _carry_out(
+    journal: Journal,
+    edges: Edges,
+    command: cmd.Command,
+    in_flight: set[tuple[str, str, int]],
+) -> None:
+    with structlog.contextvars.bound_contextvars(
+        subtask_id=command.subtask_id or None, attempt=command.attempt or None
+    ):
+        try:
+            events = await execute(edges, journal.state, command)
+        except KairoError as error:
+            if not command.subtask_id:
+                raise
+            log.warning("step_failed", command=type(command).__name__, error=error.message)
+            word = _FAILURE_WORD.get(type(command), "agent_failed")
+            events = [
+                ev.SubtaskFailed(subtask_id=command.subtask_id, reason=f"{word}: {error.message}")
+            ]
+        # The key is released only once the events are in the state, so that the loop
+        # never sees the old state without the key and starts the command again.
+        await journal.append(events)
+        in_flight.discard(command.key)
+        await _retitle(edges, journal.state, command.subtask_id)
+
+
+async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:
+    """Keep each agent pane's title saying its subtask's state; cosmetic, never fatal."""
+    if not subtask_id:
+        return
+    view = state.subtask(subtask_id)
+    attempt = view.current_attempt
+    if attempt is None:
+        return
+    try:
+        await edges.tmux.set_pane_title(attempt.pane_id, f"{subtask_id} · {view.state}")
+    except KairoError as error:
+        log.debug("retitle_failed", pane_id=attempt.pane_id, error=error.message)

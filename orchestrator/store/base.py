@@ -1,0 +1,183 @@
+"""The port every execution store implements, and the records it hands back (no I/O here).
+
+The runtime talks to a `DurableExecutionStore` only through this Protocol, from a worker
+thread (`trio.to_thread.run_sync`), so the methods are synchronous and each write is one
+transaction. Backends: `orchestrator.store.sqlite` now, PostgreSQL later.
+
+`version` is the optimistic lock of store.md: every row update bumps it, and a caller that
+passes `expected_version` gets `ConcurrentUpdate` instead of overwriting a change it has
+not seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import EllipsisType, TracebackType
+from typing import Any, Protocol, Self
+
+from orchestrator.core.ids import short_id
+from orchestrator.errors import OwnershipError, UsageError
+
+#: `head_hash` of an execution that has no event yet: the chain's seed, so that the hash of
+#: the next event is always sha256_hex(head_hash + canonical_json(envelope)).
+EMPTY_HEAD_HASH = "GENESIS"
+EMPTY_HEAD_SEQ = -1
+
+
+def format_timestamp(moment: datetime) -> str:
+    """ISO 8601 in UTC with microseconds, '2026-12-02T17:14:51.123456Z': it sorts as text."""
+    if moment.tzinfo is None:
+        raise ValueError("a store timestamp needs an aware datetime")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append: the store gives it its seq, id, timestamp and hash."""
+
+    event_type: str
+    payload: dict[str, Any]
+    schema_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of `kairo_execution_events`; `payload` is the parsed `payload_json`."""
+
+    execution_id: str
+    seq: int
+    event_id: str
+    event_type: str
+    schema_version: int
+    payload: dict[str, Any]
+    event_hash: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRow:
+    """One row of `kairo_executions`: a summary and cache; the log is the truth."""
+
+    execution_id: str
+    plan_name: str
+    status: str
+    version: int
+    owner: str | None
+    lease_expires_at: str | None
+    head_seq: int
+    head_hash: str
+    checkpoint_json: str | None
+    created_at: str
+    updated_at: str
+
+
+class ConcurrentUpdate(OwnershipError):
+    """The row changed since the caller read it: someone else supervises this execution."""
+
+    def __init__(self, execution_id: str, *, expected: int, found: int) -> None:
+        super().__init__(
+            f"execution {execution_id} was changed by someone else (version {found}, "
+            f"expected {expected}); another supervisor may own it",
+            execution_id=execution_id,
+        )
+        self.expected = expected
+        self.found = found
+
+
+class UnknownExecution(UsageError):
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(f"no execution matches {execution_id}", execution_id=execution_id)
+
+
+def match_execution_id(execution_ids: Iterable[str], prefix_or_short: str) -> str:
+    """The one id of `execution_ids` that `prefix_or_short` names: the id itself, a unique
+    prefix of it or its short id (`core.ids.short_id`), all case-insensitively."""
+    wanted = prefix_or_short.strip().lower()
+    if not wanted:
+        raise UsageError("an execution id, a prefix of one or a short id is needed")
+    ids = list(execution_ids)
+    exact = [i for i in ids if i.lower() == wanted]
+    matches = exact or sorted(
+        i for i in ids if i.lower().startswith(wanted) or short_id(i) == wanted
+    )
+    if not matches:
+        raise UsageError(f"no execution matches {prefix_or_short}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
+        raise UsageError(
+            f"{prefix_or_short} matches {len(matches)} executions ({shown}); give more characters"
+        )
+    return matches[0]
+
+
+class DurableExecutionStore(Protocol):
+    """The execution store of store.md: rows, an append-only hash-chained log, migrations."""
+
+    def create_execution(
+        self, execution_id: str, plan_name: str, status: str, events: Sequence[NewEvent]
+    ) -> list[StoredEvent]:
+        """Insert the row (version 0) and events 0..n-1 in one transaction."""
+        ...
+
+    def append(
+        self,
+        execution_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_version: int | None = None,
+        status: str | None = None,
+        owner: str | None = None,
+    ) -> list[StoredEvent]:
+        """Append after the head, move the head and bump the version in one transaction.
+
+        `status`/`owner` of None leave the column as it is. Raises `ConcurrentUpdate` when
+        `expected_version` is given and is not the row's version.
+        """
+        ...
+
+    def set_status(
+        self,
+        execution_id: str,
+        status: str,
+        *,
+        owner: str | EllipsisType | None = ...,
+        lease_expires_at: str | EllipsisType | None = ...,
+        expected_version: int | None = None,
+    ) -> ExecutionRow:
+        """Update the summary columns without an event (`...` keeps, None clears)."""
+        ...
+
+    def save_checkpoint(self, execution_id: str, checkpoint_json: str) -> None:
+        """Replace the snapshot of the folded state; a cache, so the version is not bumped."""
+        ...
+
+    def read_events(self, execution_id: str, after_seq: int = -1) -> list[StoredEvent]:
+        """Events with seq > after_seq, oldest first."""
+        ...
+
+    def get_execution(self, execution_id: str) -> ExecutionRow | None: ...
+
+    def list_executions(self) -> list[ExecutionRow]:
+        """Newest first (created_at, then execution_id)."""
+        ...
+
+    def resolve_id(self, prefix_or_short: str) -> str:
+        """The one execution id this prefix or short id names, or `UsageError`."""
+        ...
+
+    def verify(self, execution_id: str) -> tuple[int, str]:
+        """Recompute the chain from seq 0; the verified head, or `LogVerificationError`."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -1,0 +1,167 @@
+"""The store's schema as an ordered list of versioned migrations, and the runner that applies them.
+
+The runner needs only a DB-API 2.0 connection and a `Dialect`, so the PostgreSQL backend
+can reuse it: each `Migration` carries its SQL per dialect (the SQLite triggers that keep
+the log append-only have no portable spelling). Every migration runs in its own
+transaction together with the row that records it, under the database's writer lock, so
+two processes opening a new store at once apply each migration exactly once.
+
+The table `kairo_schema_version(version, description, applied_at)` holds one row per
+applied migration. A database newer than the newest migration known here is refused:
+this program would not know what its columns mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from orchestrator.errors import StoreSchemaError
+
+
+class Cursor(Protocol):
+    def execute(self, operation: str, parameters: Sequence[Any] = ..., /) -> object: ...
+
+    def fetchone(self) -> Any: ...
+
+
+class Connection(Protocol):
+    """The part of a DB-API 2.0 connection the runner uses."""
+
+    def cursor(self) -> Cursor: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str  # the key of `Migration.statements`
+    begin: tuple[str, ...]  # starts a transaction holding the writer lock until commit
+    placeholder: str  # the driver's paramstyle marker
+
+
+SQLITE = Dialect(name="sqlite", begin=("BEGIN IMMEDIATE",), placeholder="?")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: Mapping[str, tuple[str, ...]]  # dialect name -> statements, run in order
+
+
+_APPEND_ONLY = "SELECT RAISE(ABORT, 'kairo_execution_events is append-only')"
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "executions and their hash-chained, append-only event log",
+        {
+            "sqlite": (
+                """CREATE TABLE kairo_executions (
+                    execution_id     TEXT PRIMARY KEY,
+                    plan_name        TEXT NOT NULL,
+                    status           TEXT NOT NULL,
+                    version          INTEGER NOT NULL,
+                    owner            TEXT,
+                    lease_expires_at TEXT,
+                    head_seq         INTEGER NOT NULL,
+                    head_hash        TEXT NOT NULL,
+                    checkpoint_json  TEXT,
+                    created_at       TEXT NOT NULL,
+                    updated_at       TEXT NOT NULL
+                )""",
+                # list_executions: newest first.
+                "CREATE INDEX kairo_executions_by_created"
+                " ON kairo_executions (created_at, execution_id)",
+                """CREATE TABLE kairo_execution_events (
+                    execution_id   TEXT NOT NULL REFERENCES kairo_executions (execution_id),
+                    seq            INTEGER NOT NULL CHECK (seq >= 0),
+                    event_id       TEXT NOT NULL UNIQUE,
+                    event_type     TEXT NOT NULL,
+                    schema_version INTEGER NOT NULL,
+                    payload_json   TEXT NOT NULL,
+                    event_hash     TEXT NOT NULL,
+                    created_at     TEXT NOT NULL,
+                    UNIQUE (execution_id, seq)
+                )""",
+                # The UNIQUE constraint's index already serves `execution_id = ? AND seq > ?
+                # ORDER BY seq`; this one serves looking events up by type (recovery).
+                "CREATE INDEX kairo_execution_events_by_type"
+                " ON kairo_execution_events (execution_id, event_type)",
+                "CREATE TRIGGER kairo_execution_events_no_update"
+                f" BEFORE UPDATE ON kairo_execution_events BEGIN {_APPEND_ONLY}; END",
+                "CREATE TRIGGER kairo_execution_events_no_delete"
+                f" BEFORE DELETE ON kairo_execution_events BEGIN {_APPEND_ONLY}; END",
+            ),
+        },
+    ),
+)
+
+_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS kairo_schema_version (
+    version     INTEGER PRIMARY KEY,
+    description TEXT NOT NULL,
+    applied_at  TEXT NOT NULL
+)"""
+
+
+def newest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """The schema version `migrations` lead to; they must be numbered 1, 2, 3, ..."""
+    for index, migration in enumerate(migrations, start=1):
+        if migration.version != index:
+            raise ValueError(f"migration {migration.version} is out of order (expected {index})")
+    return len(migrations)
+
+
+@contextmanager
+def _transaction(connection: Connection, dialect: Dialect) -> Iterator[Cursor]:
+    cursor = connection.cursor()
+    for statement in dialect.begin:
+        cursor.execute(statement)
+    try:
+        yield cursor
+    except BaseException:
+        connection.rollback()
+        raise
+    connection.commit()
+
+
+def migrate(
+    connection: Connection,
+    dialect: Dialect,
+    *,
+    location: str,
+    now: Callable[[], str],
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> int:
+    """Apply the migrations the database lacks, one transaction each; the version reached.
+
+    `location` names the store in errors; `now` gives `applied_at`. Raises
+    StoreSchemaError when the database is newer than `migrations`.
+    """
+    newest = newest_version(migrations)
+    mark = dialect.placeholder
+    while True:
+        with _transaction(connection, dialect) as cursor:
+            cursor.execute(_VERSION_TABLE)
+            cursor.execute("SELECT MAX(version) FROM kairo_schema_version")
+            current = cursor.fetchone()[0] or 0
+            if current > newest:
+                raise StoreSchemaError(
+                    f"the store at {location} has schema version {current}, newer than "
+                    f"this kairo-orch ({newest}); upgrade kairo-orch"
+                )
+            if current == newest:
+                return current
+            step = migrations[current]  # version current + 1
+            for statement in step.statements[dialect.name]:
+                cursor.execute(statement)
+            cursor.execute(
+                "INSERT INTO kairo_schema_version (version, description, applied_at)"
+                f" VALUES ({mark}, {mark}, {mark})",
+                (step.version, step.description, now()),
+            )

@@ -1,0 +1,312 @@
+"""The supervisor's async handle on one tmux server: each method is ONE tmux client process.
+
+The supervisor is not inside tmux and does not need libtmux's object model on its hot
+path: a libtmux split costs ~9 tmux processes (28 ms), one chained invocation ~2 ms. The
+argv is built in `layout` (pure); this module runs it, turns failures into `StepFailed` or
+`EnvironmentProblem`, and remembers where the next agent pane goes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Final
+
+import structlog
+import trio
+
+from orchestrator.errors import EnvironmentProblem, StepFailed
+from orchestrator.tmux import layout
+from orchestrator.tmux.layout import AgentWindow, PaneInfo, PaneRef
+
+log = structlog.get_logger(__name__)
+
+StrPath = str | os.PathLike[str]
+DeliverCancel = Callable[[trio.Process], Awaitable[None]]
+_NO_SERVER: Final = ("no server running", "error connecting to")
+_GONE_POLL_SECONDS: Final = 0.01
+_KILL_SERVER_TIMEOUT: Final = 5.0
+_RELEASE_GRACE: Final = 1.0
+
+__all__ = ["PaneInfo", "PaneRef", "TmuxServer", "tmux_version"]
+
+
+@dataclasses.dataclass(slots=True)
+class _Packing:
+    window: AgentWindow | None
+    next_number: int
+
+
+async def tmux_version(tmux_bin: str = "tmux") -> tuple[int, int]:
+    """The installed tmux's (major, minor); EnvironmentProblem if missing or too old.
+
+    3.2 is the floor: `new-session -e` appeared in 3.2 and libtmux 0.62 (used by the CLI's
+    synchronous queries) refuses anything before 3.2a.
+    """
+    result = await _run_client([tmux_bin, "-V"], tmux_bin=tmux_bin, env=None)
+    try:
+        version = layout.parse_version(result.stdout.decode())
+    except ValueError as exc:
+        raise EnvironmentProblem(f"{exc}; kairo-orch needs tmux 3.2 or newer.") from exc
+    if version < layout.MIN_VERSION:
+        found = result.stdout.decode().strip()
+        raise EnvironmentProblem(f"{found} is too old: kairo-orch needs tmux 3.2 or newer.")
+    return version
+
+
+class TmuxServer:
+    """One tmux server: `socket_name` as `tmux -L NAME`, or None for the user's default.
+
+    `config_file` is passed as `-f` and only matters when a call starts the server (tests
+    use /dev/null so that no user configuration leaks in).
+    """
+
+    def __init__(
+        self,
+        socket_name: str | None,
+        *,
+        tmux_bin: str = "tmux",
+        config_file: str | None = None,
+    ) -> None:
+        self.socket_name = socket_name
+        self.tmux_bin = tmux_bin
+        self._prefix = [tmux_bin]
+        if socket_name is not None:
+            self._prefix += ["-L", socket_name]
+        if config_file is not None:
+            self._prefix += ["-f", config_file]
+        # Without -L a client inside tmux follows $TMUX to whatever server that is; the
+        # contract (cli.md) says the default server, so $TMUX is not passed on.
+        self._env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        self._lock = trio.Lock()
+        self._packing: dict[str, _Packing] = {}
+
+    def __repr__(self) -> str:
+        return f"TmuxServer(socket_name={self.socket_name!r})"
+
+    async def new_session(
+        self,
+        name: str,
+        *,
+        window_name: str,
+        command: Sequence[str],
+        cwd: StrPath,
+        width: int = 250,
+        height: int = 60,
+        environment: Mapping[str, str] | None = None,
+    ) -> str:
+        """Create detached session `name` running `command` in its first window; its pane id.
+
+        The options are set in the same invocation, so a command that exits at once still
+        leaves its pane (remain-on-exit) rather than taking the session with it.
+        """
+        argv = layout.new_session_argv(
+            name,
+            window_name=window_name,
+            command=command,
+            cwd=os.fspath(cwd),
+            width=width,
+            height=height,
+            environment=environment,
+        )
+        self._packing.pop(name, None)
+        pane_id = (await self._run(argv)).strip()
+        log.info("tmux_session_created", session=name, pane_id=pane_id)
+        return pane_id
+
+    async def open_agent_pane(
+        self,
+        session: str,
+        *,
+        title: str,
+        command: Sequence[str],
+        cwd: StrPath,
+        panes_per_window: int = 4,
+    ) -> PaneRef:
+        """A new pane running `command`, packed `panes_per_window` to an 'agents-N' window.
+
+        One tmux call, except the first for a session in this process, which first asks
+        where earlier agent windows are (a resumed supervisor keeps filling the last one).
+        Concurrent calls are serialized: each decides from where the previous one put its
+        pane.
+        """
+        if panes_per_window < 1:
+            raise ValueError("panes_per_window must be at least 1")
+        directory = os.fspath(cwd)
+        async with self._lock:
+            packing = self._packing.get(session)
+            if packing is None:
+                packing = await self._load_packing(session, panes_per_window)
+            window = packing.window
+            if window is not None and window.panes < panes_per_window:
+                argv = layout.split_argv(
+                    window.window_id, title=title, command=command, cwd=directory
+                )
+                try:
+                    ref = layout.parse_pane_ref(await self._run(argv))
+                except StepFailed as error:
+                    # The window was closed behind our back, or has no room left at the
+                    # client's size: the pane goes into a fresh window instead.
+                    log.warning(
+                        "tmux_split_failed", window_id=window.window_id, error=error.message
+                    )
+                else:
+                    packing.window = dataclasses.replace(window, panes=window.panes + 1)
+                    log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
+                    return ref
+            name = f"{layout.AGENT_WINDOW_PREFIX}{packing.next_number}"
+            argv = layout.new_window_argv(
+                session, name, title=title, command=command, cwd=directory
+            )
+            ref = layout.parse_pane_ref(await self._run(argv))
+            packing.window = AgentWindow(ref.window_id, name, 1)
+            packing.next_number += 1
+            self._packing[session] = packing
+            log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
+            return ref
+
+    async def _load_packing(self, session: str, panes_per_window: int) -> _Packing:
+        text = await self._run(
+            [
+                "list-windows",
+                "-t",
+                layout.session_target(session),
+                "-F",
+                "#{window_id}\t#{window_name}\t#{window_panes}",
+            ]
+        )
+        window, number = layout.next_window(text, panes_per_window)
+        return _Packing(window, number)
+
+    async def set_pane_title(self, pane_id: str, title: str) -> None:
+        """Retitle a pane. A pane that is gone is not an error: a title is cosmetic."""
+        try:
+            await self._run(layout.chain(*layout.title_commands(["-t", pane_id], title)))
+        except StepFailed as error:
+            if "can't find pane" not in error.message:
+                raise
+            log.info("tmux_pane_gone", pane_id=pane_id)
+
+    async def has_session(self, name: str) -> bool:
+        """Whether session `name` exists (False, too, when no server runs)."""
+        argv = [*self._prefix, "has-session", "-t", layout.session_target(name)]
+        result = await _run_client(argv, tmux_bin=self.tmux_bin, env=self._env)
+        return result.returncode == 0
+
+    async def kill_session(self, name: str) -> None:
+        """Kill session `name` and its panes; nothing to do if it does not exist."""
+        self._packing.pop(name, None)
+        try:
+            await self._run(["kill-session", "-t", layout.session_target(name)])
+        except StepFailed:
+            if await self.has_session(name):
+                raise
+
+    async def list_panes(self, session: str) -> list[PaneInfo]:
+        """Every pane of every window of `session`."""
+        target = layout.session_target(session)
+        text = await self._run(["list-panes", "-s", "-t", target, "-F", layout.PANE_FORMAT])
+        return layout.parse_panes(text)
+
+    async def capture_pane(self, pane_id: str, *, lines: int = 200) -> str:
+        """The last `lines` lines of a pane's screen and history, as plain text."""
+        return await self._run(["capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{lines}"])
+
+    async def wait_for(self, channel: str) -> None:
+        """Return when `channel` is signalled (tmux remembers ONE signal sent while nobody
+        waits). A wake-up is a hint: it also comes when the server exits, or spuriously
+        after a cancelled wait, so the caller re-reads the durable state it waits on.
+
+        On cancellation the channel is signalled before the client is killed: tmux keeps a
+        killed client's wait registered, and that dead waiter would swallow the next real
+        signal on the channel.
+        """
+
+        async def release(process: trio.Process) -> None:
+            await _run_client(
+                [*self._prefix, "wait-for", "-S", channel], tmux_bin=self.tmux_bin, env=self._env
+            )
+            await trio.sleep(_RELEASE_GRACE)  # the run is cancelled as soon as it exits
+            process.kill()
+
+        await self._run(["wait-for", channel], deliver_cancel=release)
+
+    async def signal(self, channel: str) -> None:
+        """Wake every waiter on `channel`, or the next one if nobody waits."""
+        await self._run(["wait-for", "-S", channel])
+
+    async def kill_server(self) -> None:
+        """Kill the server and return only once its process is gone (tmux answers first).
+
+        Nothing to do if no server runs.
+        """
+        self._packing.clear()
+        try:
+            text = await self._run(["display-message", "-p", "#{pid}", ";", "kill-server"])
+        except StepFailed as error:
+            if any(marker in error.message for marker in _NO_SERVER):
+                return
+            raise
+        pid = int(text.split()[0])
+        deadline = trio.current_time() + _KILL_SERVER_TIMEOUT
+        while trio.current_time() < deadline:
+            if not _process_alive(pid):
+                return
+            await trio.sleep(_GONE_POLL_SECONDS)  # not our child: no event to wait on
+        raise StepFailed(f"the tmux server (pid {pid}) was still running after kill-server.")
+
+    async def _run(
+        self,
+        args: Sequence[str],
+        *,
+        deliver_cancel: DeliverCancel | None = None,
+    ) -> str:
+        argv = [*self._prefix, *args]
+        result = await _run_client(
+            argv, tmux_bin=self.tmux_bin, env=self._env, deliver_cancel=deliver_cancel
+        )
+        if result.returncode != 0:
+            where = (
+                f"on socket {self.socket_name!r}" if self.socket_name else "on the default server"
+            )
+            reason = result.stderr.decode(errors="replace").strip() or f"exit {result.returncode}"
+            raise StepFailed(f"tmux {args[0]} failed {where}: {reason}")
+        return result.stdout.decode(errors="replace")
+
+
+async def _run_client(
+    argv: Sequence[str],
+    *,
+    tmux_bin: str,
+    env: Mapping[str, str] | None,
+    deliver_cancel: DeliverCancel | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return await trio.run_process(
+            list(argv),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env,
+            deliver_cancel=deliver_cancel,
+        )
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(layout.not_installed(tmux_bin)) from exc
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); where nothing reaps orphans (some container inits)
+    # the server stays one for ever, so on Linux look at its state too.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return True

@@ -1,0 +1,256 @@
+"""The in-pane runner, run for real inside panes of a private tmux server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agents.runner import TAIL_BYTES, runner_argv
+from orchestrator.tmux.server import TmuxServer
+from tests.tmux.conftest import eventually, private_tmux_server, process_gone, tmux_out
+
+SESSION = "kairo-r"
+AGENT_ENV = {"PATH": os.environ["PATH"], "MINE": "from-spec"}
+
+
+@pytest.fixture
+async def tmux(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[TmuxServer]:
+    async with private_tmux_server(monkeypatch) as server:
+        await server.new_session(SESSION, window_name="sup", command=["sleep", "600"], cwd=tmp_path)
+        yield server
+
+
+@dataclass
+class Attempt:
+    directory: Path
+    pane_id: str
+    channel: str
+
+    def read(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.directory / name).read_text())
+        return data
+
+    @property
+    def log(self) -> str:
+        return (self.directory / "output.log").read_text()
+
+    async def wait_exit(self, tmux: TmuxServer, seconds: float = 10.0) -> dict[str, Any]:
+        """Wait the way the supervisor does: woken by the runner, the exit file as truth."""
+        with trio.fail_after(seconds):
+            while not (self.directory / "exit.json").exists():
+                with trio.move_on_after(0.5):
+                    await tmux.wait_for(self.channel)
+        return self.read("exit.json")
+
+
+async def start(
+    tmux: TmuxServer, tmp_path: Path, argv: list[str], name: str = "a", **extra: object
+) -> Attempt:
+    directory = tmp_path / name
+    directory.mkdir()
+    spec = {
+        "argv": argv,
+        "cwd": str(tmp_path),
+        "env": AGENT_ENV,
+        "output_log": str(directory / "output.log"),
+        "started_path": str(directory / "started.json"),
+        "exit_path": str(directory / "exit.json"),
+        "tmux_socket": tmux.socket_name,
+        "wake_channel": f"kairo-test-{name}",
+        "title": f"task {name}",
+        **extra,
+    }
+    (directory / "spec.json").write_text(json.dumps(spec))
+    pane = await tmux.open_agent_pane(
+        SESSION, title=name, command=runner_argv(str(directory / "spec.json")), cwd=tmp_path
+    )
+    return Attempt(directory, pane.pane_id, f"kairo-test-{name}")
+
+
+def sh(script: str) -> list[str]:
+    return ["/bin/sh", "-c", script]
+
+
+async def test_a_clean_exit_is_recorded_teed_and_signalled(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    attempt = await start(tmux, tmp_path, sh("echo hello; echo oops >&2"))
+
+    with trio.fail_after(10):
+        await tmux.wait_for(attempt.channel)  # the runner's wake-up, not a poll
+
+    exit_record = attempt.read("exit.json")  # written before the wake-up
+    started = attempt.read("started.json")
+    assert exit_record["exit_code"] == 0
+    assert exit_record["signal"] is None and exit_record["runner_signal"] is None
+    assert exit_record["output_tail"] == "hello\noops\n"
+    assert attempt.log == "hello\noops\n"
+    assert started["pgid"] == started["agent_pid"] != started["pid"]
+    assert started["pane_id"] == attempt.pane_id
+    assert started["started_at"] <= exit_record["ended_at"]
+
+    async def footer_shown() -> bool:
+        screen = await tmux.capture_pane(attempt.pane_id)
+        return "hello\noops\n[kairo] task a exited 0" in screen
+
+    await eventually(footer_shown)
+
+
+async def test_a_failing_exit_code(tmux: TmuxServer, tmp_path: Path) -> None:
+    attempt = await start(tmux, tmp_path, sh("exit 3"))
+    assert (await attempt.wait_exit(tmux))["exit_code"] == 3
+
+
+async def test_a_death_by_signal(tmux: TmuxServer, tmp_path: Path) -> None:
+    attempt = await start(tmux, tmp_path, sh("kill -USR1 $$"))
+    record = await attempt.wait_exit(tmux)
+    assert (record["exit_code"], record["signal"]) == (128 + signal.SIGUSR1, signal.SIGUSR1)
+
+
+async def test_a_missing_program(tmux: TmuxServer, tmp_path: Path) -> None:
+    attempt = await start(tmux, tmp_path, ["kairo-no-such-program", "x"])
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 127
+    assert "kairo-no-such-program" in record["output_tail"]
+    assert "No such file or directory" in record["output_tail"]
+    assert attempt.read("started.json")["agent_pid"] is None
+
+
+async def test_the_agent_gets_the_spec_environment_not_the_panes(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await tmux_out(tmux, "set-environment", "-g", "KAIRO_LEAK", "from-tmux-server")
+    control = await tmux.open_agent_pane(
+        SESSION, title="control", command=sh('echo "pane=$KAIRO_LEAK"'), cwd=tmp_path
+    )
+    attempt = await start(tmux, tmp_path, sh('echo "leak=${KAIRO_LEAK-unset} mine=$MINE"; pwd'))
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["output_tail"] == f"leak=unset mine=from-spec\n{tmp_path}\n"
+
+    async def pane_sees_it() -> bool:  # so the server's variable did reach the panes
+        return "pane=from-tmux-server" in await tmux.capture_pane(control.pane_id)
+
+    await eventually(pane_sees_it)
+
+
+async def test_output_is_kept_whole_in_the_log_and_as_a_tail(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    script = "import sys\nfor i in range(2000): print(f'line {i:05d} é', flush=i % 7 == 0)"
+    attempt = await start(tmux, tmp_path, [sys.executable, "-c", script])
+
+    record = await attempt.wait_exit(tmux)
+
+    lines = [f"line {i:05d} é" for i in range(2000)]
+    assert attempt.log.splitlines() == lines
+    tail = record["output_tail"]
+    assert len(tail.encode()) <= TAIL_BYTES and tail.endswith("line 01999 é\n")
+    assert "\ufffd" not in tail
+
+    async def last_line_in_pane() -> bool:
+        return "line 01999 é" in await tmux.capture_pane(attempt.pane_id)
+
+    await eventually(last_line_in_pane)
+
+
+AGENT_WITH_GRANDCHILD = """
+import pathlib, subprocess, sys
+d = pathlib.Path(sys.argv[1])
+child = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo $! > gc.tmp; mv gc.tmp gc.pid; wait"],
+                         cwd=d)
+(d / "child.pid").write_text(str(child.pid))
+child.wait()
+"""
+
+
+async def _pids_of_a_family(attempt: Attempt) -> list[int]:
+    gc = attempt.directory / "gc.pid"
+    await eventually(gc.exists)
+    started = attempt.read("started.json")
+    child = int((attempt.directory / "child.pid").read_text())
+    return [started["agent_pid"], child, int(gc.read_text())]
+
+
+async def test_sigterm_to_the_runner_ends_the_whole_process_group(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-c", AGENT_WITH_GRANDCHILD, str(tmp_path / "a")]
+    attempt = await start(tmux, tmp_path, argv)
+    pids = await _pids_of_a_family(attempt)
+
+    os.kill(attempt.read("started.json")["pid"], signal.SIGTERM)
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 128 + signal.SIGTERM
+    assert record["runner_signal"] == signal.SIGTERM and not record["killed"]
+    for pid in pids:
+        await eventually(lambda pid=pid: process_gone(pid))
+
+
+async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    argv = sh("trap '' TERM; sleep 60 & echo $! > gc.tmp; mv gc.tmp gc.pid; wait; wait")
+    attempt = await start(tmux, tmp_path, argv, grace_seconds=0.2)
+    await eventually((tmp_path / "gc.pid").exists)
+    grandchild = int((tmp_path / "gc.pid").read_text())
+
+    os.kill(attempt.read("started.json")["pid"], signal.SIGHUP)  # as when the pane is closed
+    record = await attempt.wait_exit(tmux)
+
+    assert (record["exit_code"], record["killed"]) == (128 + signal.SIGKILL, True)
+    assert record["runner_signal"] == signal.SIGHUP
+    await eventually(lambda: process_gone(grandchild))
+
+
+async def test_nothing_of_the_group_outlives_the_agent(tmux: TmuxServer, tmp_path: Path) -> None:
+    # The agent exits 0 but leaves a background process holding its stdout.
+    argv = sh("sleep 60 & echo $! > gc.tmp; mv gc.tmp gc.pid; exit 0")
+    attempt = await start(tmux, tmp_path, argv)
+
+    start_time = trio.current_time()
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 0 and not record["killed"]
+    assert trio.current_time() - start_time < 3  # SIGTERM was enough: no grace spent
+    assert process_gone(int((tmp_path / "gc.pid").read_text()))
+
+
+def _run_directly(tmp_path: Path, spec: object) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    argv = runner_argv(str(path))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+
+
+def test_a_bad_spec_is_refused_with_a_sentence(tmp_path: Path) -> None:
+    done = _run_directly(tmp_path, {"argv": [], "cwd": "/"})
+    assert done.returncode == 2
+    assert "cannot read the spec" in done.stderr and "'argv'" in done.stderr
+
+
+def test_the_runner_imports_only_the_standard_library() -> None:
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        f"import sys; sys.path.insert(0, {str(root)!r}); import agents.runner; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True
+    )
+    loaded = {name.split(".")[0] for name in done.stdout.split()}
+    assert loaded - set(sys.stdlib_module_names) - {"agents", "__main__"} == set()

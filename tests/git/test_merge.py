@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.errors import StepFailed
+from orchestrator.git.commit import commit_all
+from orchestrator.git.merge import (
+    Conflicted,
+    Merged,
+    integration_tree,
+    merge_branch,
+    parse_merge_tree,
+)
+from orchestrator.git.refs import create_branch, is_ancestor, rev_parse, update_ref
+from orchestrator.git.repo import Identity, git
+from orchestrator.git.workspace import LocalWorktreeProvider
+from tests.git.conftest import snapshot, write
+
+IDENTITY = Identity("kairo-orch", "kairo-orch@localhost")
+TARGET = "refs/heads/kairo/integration"
+
+
+class Subtasks:
+    """Branches made the way the supervisor makes them: worktree, edit, commit_all."""
+
+    def __init__(self, repo: Path, root: Path) -> None:
+        self.repo, self.root = repo, root
+        self.provider = LocalWorktreeProvider(repo)
+
+    async def branch(self, name: str, changes: dict[str, str | None], base: str = "main") -> str:
+        ws = await self.provider.create(name, f"kairo/{name}", base, self.root / name)
+        for path, text in changes.items():
+            if text is None:
+                (ws.path / path).unlink()
+            else:
+                write(ws.path / path, text)
+        outcome = await commit_all(
+            ws.path, message=name, trailers={}, identity=IDENTITY, start_commit=ws.base_commit
+        )
+        await self.provider.release(ws.path)
+        return outcome.head_commit
+
+
+@pytest.fixture
+def subtasks(repo: Path, worktree_root: Path) -> Subtasks:
+    return Subtasks(repo, worktree_root)
+
+
+@pytest.fixture
+async def integration(repo: Path) -> str:
+    await create_branch(repo, TARGET, "main")
+    return await rev_parse(repo, TARGET)
+
+
+async def merge(repo: Path, source: str, message: str = "merge") -> Merged | Conflicted:
+    return await merge_branch(
+        repo, target_ref=TARGET, source_commit=source, message=message, identity=IDENTITY
+    )
+
+
+async def test_clean_merge_makes_a_two_parent_commit_and_moves_the_target(
+    dirty_repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    # Covers the whole cycle: create, agent edits, commit, release, merge.
+    before = snapshot(dirty_repo)
+    a = await subtasks.branch("a", {"src/app.py": "def main():\n    return 'a'\n"})
+    b = await subtasks.branch("b", {"docs/guide.md": None, "src/b.py": "b = 1\n"})
+
+    first = await merge(dirty_repo, a, "Merge subtask a")
+    assert isinstance(first, Merged)
+    assert first.previous_commit == integration
+    second = await merge(dirty_repo, b, "Merge subtask b\n\nKairo-Subtask: b")
+    assert isinstance(second, Merged)
+    assert second.previous_commit == first.merge_commit
+    assert await rev_parse(dirty_repo, TARGET) == second.merge_commit
+
+    parents = await git("rev-list", "--parents", "-n1", second.merge_commit, cwd=dirty_repo)
+    assert parents.stdout.split() == [second.merge_commit, first.merge_commit, b]
+    body = await git("log", "-1", "--format=%B%an", second.merge_commit, cwd=dirty_repo)
+    assert body.stdout == "Merge subtask b\n\nKairo-Subtask: b\nkairo-orch\n"
+    assert await integration_tree(dirty_repo, TARGET) == second.tree
+    files = await git("ls-tree", "-r", "--name-only", TARGET, cwd=dirty_repo)
+    assert "src/b.py" in files.stdout.split() and "docs/guide.md" not in files.stdout.split()
+    app = await git("show", f"{TARGET}:src/app.py", cwd=dirty_repo)
+    assert "'a'" in app.stdout
+    assert snapshot(dirty_repo) == before
+
+
+async def test_merging_again_changes_nothing(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    a = await subtasks.branch("a", {"a.txt": "a\n"})
+    first = await merge(repo, a)
+    assert isinstance(first, Merged)
+    again = await merge(repo, a)
+    assert again == Merged(first.merge_commit, first.merge_commit, first.tree, already_merged=True)
+    # A subtask that changed nothing (its branch is the base) merges as a no-op too.
+    empty = await merge(repo, integration)
+    assert isinstance(empty, Merged) and empty.already_merged
+
+
+async def test_conflicts_are_classified_and_leave_the_target_alone(
+    dirty_repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    ours = await subtasks.branch(
+        "ours",
+        {"src/util.py": "line 1\nOURS\n", "new.txt": "ours\n", "docs/guide.md": "edited\n"},
+    )
+    theirs = await subtasks.branch(
+        "theirs",
+        {"src/util.py": "line 1\nTHEIRS\n", "new.txt": "theirs\n", "docs/guide.md": None},
+    )
+    assert isinstance(await merge(dirty_repo, ours), Merged)
+    moved_to = await rev_parse(dirty_repo, TARGET)
+    before = snapshot(dirty_repo)
+
+    outcome = await merge(dirty_repo, theirs)
+
+    assert isinstance(outcome, Conflicted)
+    assert [(c.path, c.kind) for c in outcome.conflicts] == [
+        ("docs/guide.md", "modify/delete"),
+        ("new.txt", "add/add"),
+        ("src/util.py", "content"),
+    ]
+    assert outcome.conflicts[1].message == "CONFLICT (add/add): Merge conflict in new.txt"
+    assert await rev_parse(dirty_repo, TARGET) == moved_to
+    assert snapshot(dirty_repo) == before
+
+
+async def test_binary_and_rename_delete_conflicts(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    app = "def main():\n    return 1\n"
+    base = await subtasks.branch("base", {"blob.bin": "\0base"})
+    assert isinstance(await merge(repo, base), Merged)
+    ours = await subtasks.branch(
+        "ours", {"blob.bin": "\0ours", "src/app.py": None, "src/main.py": app}, base=TARGET
+    )
+    theirs = await subtasks.branch(
+        "theirs", {"blob.bin": "\0theirs", "src/app.py": None}, base=TARGET
+    )
+    assert isinstance(await merge(repo, ours), Merged)
+    outcome = await merge(repo, theirs)
+    assert isinstance(outcome, Conflicted)
+    assert [(c.path, c.kind) for c in outcome.conflicts] == [
+        # git words this one "warning: Cannot merge binary files: ..." with no "(kind)"
+        # in the message; the kind comes from its type token, CONFLICT (binary).
+        ("blob.bin", "binary"),
+        ("src/main.py", "rename/delete"),
+    ]
+    assert outcome.conflicts[0].message.startswith("warning: Cannot merge binary files")
+
+
+async def test_merge_refuses_a_checked_out_target(repo: Path, subtasks: Subtasks) -> None:
+    a = await subtasks.branch("a", {"a.txt": "a\n"})
+    main = await rev_parse(repo, "main")
+    with pytest.raises(StepFailed, match="checked out at") as info:
+        await merge_branch(
+            repo, target_ref="refs/heads/main", source_commit=a, message="m", identity=IDENTITY
+        )
+    assert info.value.branch == "main"
+    assert await rev_parse(repo, "main") == main
+
+
+async def test_merge_into_a_missing_target_is_a_failed_step(repo: Path) -> None:
+    with pytest.raises(StepFailed, match="does not name a commit"):
+        await merge(repo, "main")
+
+
+async def test_plan_order_gives_the_same_tree_every_time(repo: Path, subtasks: Subtasks) -> None:
+    heads = [await subtasks.branch(f"s{i}", {f"f{i}.txt": f"{i}\n"}) for i in range(4)]
+    trees = []
+    for run_no in range(2):
+        target = f"refs/heads/kairo/run{run_no}"
+        await create_branch(repo, target, "main")
+        for head in heads:
+            await merge_branch(
+                repo, target_ref=target, source_commit=head, message="m", identity=IDENTITY
+            )
+        trees.append(await integration_tree(repo, target))
+    assert trees[0] == trees[1]
+
+
+async def test_concurrent_writer_loses_the_compare_and_swap(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    a = await subtasks.branch("a", {"a.txt": "a\n"})
+    b = await subtasks.branch("b", {"b.txt": "b\n"})
+    results: list[object] = []
+
+    async def attempt(source: str) -> None:
+        try:
+            results.append(await merge(repo, source))
+        except StepFailed as exc:
+            results.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(attempt, a)
+        nursery.start_soon(attempt, b)
+    # Either both went through one after the other, or one saw the other's move and
+    # failed; never does one overwrite the other (a lost update).
+    final = await rev_parse(repo, TARGET)
+    merged = [r for r in results if isinstance(r, Merged)]
+    assert merged
+    for m in merged:
+        assert await is_ancestor(repo, m.merge_commit, final)
+    for failure in (r for r in results if isinstance(r, StepFailed)):
+        assert "moved while kairo-orch was updating it" in failure.message
+    with pytest.raises(StepFailed, match="moved"):
+        await update_ref(repo, TARGET, integration, integration)
+
+
+# The parser on output captured from git 2.39 (see merge.py for the format).
+CAPTURED = (
+    "79483699a5366aee0b82ca2c4120a49145d6102e\x00"
+    "100644 de98 1\tc.txt\x00100644 77f2 2\tc.txt\x00100644 7be7 3\tc.txt\x00"
+    "100644 587b 3\tfd/inner\x00100644 59f2 2\tfd~A\x00"
+    "100644 587b 1\tr.txt\x00100644 587b 2\trA.txt\x00"
+    "\x00"
+    "1\x00c.txt\x00Auto-merging\x00Auto-merging c.txt\n\x00"
+    "1\x00c.txt\x00CONFLICT (contents)\x00CONFLICT (content): Merge conflict in c.txt\n\x00"
+    "2\x00fd~A\x00fd\x00CONFLICT (file/directory)\x00CONFLICT (file/directory): directory in the "
+    "way of fd from A; moving it to fd~A instead.\n\x00"
+    "3\x00r.txt\x00rA.txt\x00fd/inner\x00CONFLICT (rename/rename)\x00"
+    "CONFLICT (rename/rename): r.txt renamed to rA.txt in A and to fd/inner in B.\n\x00"
+)
+
+
+def test_parse_merge_tree_keeps_the_most_specific_kind_per_path() -> None:
+    tree, conflicts = parse_merge_tree(CAPTURED)
+    assert tree == "79483699a5366aee0b82ca2c4120a49145d6102e"
+    assert [(c.path, c.kind) for c in conflicts] == [
+        ("c.txt", "content"),
+        ("fd/inner", "rename/rename"),
+        ("fd~A", "file/directory"),
+        ("r.txt", "rename/rename"),
+        ("rA.txt", "rename/rename"),
+    ]
+
+
+def test_parse_merge_tree_clean_output() -> None:
+    assert parse_merge_tree("abc\x00") == ("abc", ())
+    assert parse_merge_tree("abc\x00\x00") == ("abc", ())
+    assert parse_merge_tree("abc\x00\x001\x00f\x00Auto-merging\x00Auto-merging f\n\x00") == (
+        "abc",
+        (),
+    )

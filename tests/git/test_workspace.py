@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.errors import StepFailed, UsageError
+from orchestrator.git.refs import branch_exists, rev_parse
+from orchestrator.git.repo import git
+from orchestrator.git.workspace import (
+    LocalWorktreeProvider,
+    Workspace,
+    WorkspaceKind,
+    WorkspaceProvider,
+)
+from tests.git.conftest import run, snapshot, write
+
+
+def provider_for(repo: Path) -> WorkspaceProvider:
+    # Typed as the Protocol: the local provider must satisfy it.
+    return LocalWorktreeProvider(repo)
+
+
+async def test_create_makes_a_worktree_outside_the_checkout_at_base(
+    dirty_repo: Path, worktree_root: Path
+) -> None:
+    base = await rev_parse(dirty_repo, "HEAD~1")
+    provider = provider_for(dirty_repo)
+    ws = await provider.create("s1", "kairo/run/s1", "HEAD~1", worktree_root / "a" / "s1")
+
+    assert ws == Workspace(
+        "s1", worktree_root / "a" / "s1", "kairo/run/s1", base, WorkspaceKind.LOCAL
+    )
+    assert not ws.path.is_relative_to(dirty_repo)
+    assert await rev_parse(ws.path, "HEAD") == base
+    assert (await git("symbolic-ref", "HEAD", cwd=ws.path)).stdout.strip() == (
+        "refs/heads/kairo/run/s1"
+    )
+    # Filled in: the files of the base commit, committed state (not the user's edits).
+    assert (ws.path / "README.md").read_text() == "# demo\n"
+    assert not (ws.path / "docs").exists()  # added only after the base
+    assert not (ws.path / "notes.txt").exists()
+    status = await git("status", "--porcelain", cwd=ws.path)
+    assert status.stdout == ""
+    assert await provider.exists(ws.path)
+
+
+# Unserialised, `git worktree add` fails now and then ("failed to read
+# .git/worktrees/N/commondir"); 32 at once shows it within a few runs.
+@pytest.mark.parametrize("count", [8, 32])
+async def test_worktrees_created_concurrently(repo: Path, worktree_root: Path, count: int) -> None:
+    provider = provider_for(repo)
+    made: list[Workspace] = []
+
+    async def one(i: int) -> None:
+        made.append(await provider.create(f"s{i}", f"kairo/s{i}", "main", worktree_root / f"s{i}"))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(one, i)
+
+    assert len(made) == count
+    listed = (await git("worktree", "list", "--porcelain", cwd=repo)).stdout
+    for ws in made:
+        assert f"worktree {ws.path}" in listed
+        assert (ws.path / "src" / "util.py").read_text().startswith("line 1\n")
+        assert (await git("status", "--porcelain", cwd=ws.path)).stdout == ""
+
+
+async def test_existing_branch_is_refused_with_context(repo: Path, worktree_root: Path) -> None:
+    run(repo, "branch", "taken")
+    with pytest.raises(StepFailed, match="already exists") as info:
+        await provider_for(repo).create("s1", "taken", "main", worktree_root / "s1")
+    assert (info.value.branch, info.value.subtask_id) == ("taken", "s1")
+    assert not (worktree_root / "s1").exists()
+
+
+async def test_path_inside_the_checkout_is_refused(repo: Path) -> None:
+    with pytest.raises(StepFailed, match="lies inside"):
+        await provider_for(repo).create("s1", "kairo/s1", "main", repo / ".kairo" / "s1")
+    assert not (repo / ".kairo").exists()
+    assert not await branch_exists(repo, "kairo/s1")
+
+
+async def test_non_empty_target_directory_is_refused(repo: Path, worktree_root: Path) -> None:
+    write(worktree_root / "s1" / "precious.txt", "someone's data\n")
+    with pytest.raises(StepFailed, match="something is there already"):
+        await provider_for(repo).create("s1", "kairo/s1", "main", worktree_root / "s1")
+    assert (worktree_root / "s1" / "precious.txt").read_text() == "someone's data\n"
+
+
+async def test_unknown_base_is_a_usage_error(repo: Path, worktree_root: Path) -> None:
+    with pytest.raises(UsageError, match="'mian' does not name a commit") as info:
+        await provider_for(repo).create("s1", "kairo/s1", "mian", worktree_root / "s1")
+    assert info.value.subtask_id == "s1"
+
+
+async def test_release_removes_the_worktree_keeps_the_branch_and_is_idempotent(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = provider_for(repo)
+    ws = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    write(ws.path / "leftover.txt", "untracked\n")
+    write(ws.path / "README.md", "modified\n")
+
+    await provider.release(ws.path)
+    assert not ws.path.exists()
+    assert not await provider.exists(ws.path)
+    assert await branch_exists(repo, "kairo/s1")
+    await provider.release(ws.path)  # a second release is a no-op
+
+    # Deleted behind git's back: release only forgets it.
+    gone = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    shutil.rmtree(gone.path)
+    await provider.release(gone.path)
+    listed = (await git("worktree", "list", "--porcelain", cwd=repo)).stdout
+    assert "s2" not in listed
+
+
+async def test_release_leaves_a_directory_that_is_not_a_worktree(
+    repo: Path, tmp_path: Path
+) -> None:
+    stranger = tmp_path / "stranger"
+    write(stranger / "file.txt", "mine\n")
+    with pytest.raises(StepFailed, match="not a worktree"):
+        await provider_for(repo).release(stranger)
+    assert (stranger / "file.txt").read_text() == "mine\n"
+
+
+async def test_user_checkout_unchanged_by_create_and_release(
+    dirty_repo: Path, worktree_root: Path
+) -> None:
+    before = snapshot(dirty_repo)
+    provider = provider_for(dirty_repo)
+    async with trio.open_nursery() as nursery:
+        for i in range(4):
+            nursery.start_soon(
+                provider.create, f"s{i}", f"kairo/s{i}", "HEAD", worktree_root / f"s{i}"
+            )
+    for i in range(4):
+        await provider.release(worktree_root / f"s{i}")
+    assert snapshot(dirty_repo) == before
+
+
+async def test_providers_of_one_repository_share_their_lock(repo: Path, tmp_path: Path) -> None:
+    a = LocalWorktreeProvider(repo)
+    b = LocalWorktreeProvider(repo / "src")
+    assert a._lock is b._lock
+    own = trio.Lock()
+    assert LocalWorktreeProvider(repo, lock=own)._lock is own

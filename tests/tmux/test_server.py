@@ -1,0 +1,315 @@
+"""TmuxServer against a real tmux server on a private socket."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.errors import EnvironmentProblem, StepFailed
+from orchestrator.tmux.server import TmuxServer, tmux_version
+from tests.tmux.conftest import eventually, process_gone, tmux_out
+
+IDLE = ["sleep", "600"]
+
+
+async def _session(tmux: TmuxServer, tmp_path: Path, name: str = "kairo-t") -> str:
+    return await tmux.new_session(name, window_name="supervisor", command=IDLE, cwd=tmp_path)
+
+
+async def _windows(tmux: TmuxServer, session: str) -> list[tuple[str, int]]:
+    text = await tmux_out(tmux, "list-windows", "-t", f"={session}", "-F", "#W #{window_panes}")
+    return [(name, int(panes)) for name, panes in (line.split() for line in text.splitlines())]
+
+
+async def test_new_session_is_detached_with_its_options(tmux: TmuxServer, tmp_path: Path) -> None:
+    pane_id = await _session(tmux, tmp_path)
+
+    assert pane_id.startswith("%")
+    assert await tmux.has_session("kairo-t")
+    assert not await tmux.has_session("kairo")  # exact names, not prefixes
+    window = await tmux_out(
+        tmux,
+        "display-message",
+        "-p",
+        "-t",
+        "=kairo-t:",
+        "#{session_attached} #{window_name} #{window_width}x#{window_height}"
+        " #{remain-on-exit} #{pane-border-status} #{history-limit} #{destroy-unattached}",
+    )
+    *shown, destroy_unattached = window.split()
+    assert shown == ["0", "supervisor", "250x60", "on", "top", "50000"]
+    assert destroy_unattached in ("0", "off")  # a flag before tmux 3.4, a choice since
+
+
+async def test_a_session_whose_command_exits_survives_without_a_client(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await tmux.new_session("kairo-t", window_name="w", command=["true"], cwd=tmp_path)
+
+    async def pane_dead() -> bool:
+        return (await tmux.list_panes("kairo-t"))[0].dead
+
+    await eventually(pane_dead)
+    assert await tmux.has_session("kairo-t")
+
+
+async def test_new_session_passes_environment(tmux: TmuxServer, tmp_path: Path) -> None:
+    out = tmp_path / "env.txt"
+    command = ["sh", "-c", f'echo "$KAIRO_X" > {out}']
+    await tmux.new_session(
+        "kairo-t", window_name="w", command=command, cwd=tmp_path, environment={"KAIRO_X": "a;"}
+    )
+    await eventually(lambda: out.exists() and out.read_text() == "a;\n")
+
+
+async def test_six_agent_panes_pack_four_and_two_with_titles(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    cwd = tmp_path
+
+    refs = [
+        await tmux.open_agent_pane("kairo-t", title=f"task-{i} · running", command=IDLE, cwd=cwd)
+        for i in range(6)
+    ]
+
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 4), ("agents-2", 2)]
+    assert len({r.window_id for r in refs[:4]}) == 1
+    assert refs[4].window_id == refs[5].window_id != refs[0].window_id
+    panes = {p.pane_id: p for p in await tmux.list_panes("kairo-t")}
+    assert [panes[r.pane_id].title for r in refs] == [f"task-{i} · running" for i in range(6)]
+    assert all(not panes[r.pane_id].dead and panes[r.pane_id].pid > 0 for r in refs)
+    border = await tmux_out(tmux, "display-message", "-p", "-t", refs[5].pane_id, "#{pane_title}")
+    assert border.strip() == "task-5 · running"
+    # tiled: the four panes of a full window share its area about equally
+    sizes = await tmux_out(
+        tmux, "list-panes", "-t", refs[0].window_id, "-F", "#{pane_width}x#{pane_height}"
+    )
+    widths, heights = zip(*(map(int, size.split("x")) for size in sizes.split()), strict=True)
+    assert max(widths) - min(widths) <= 2 and max(heights) - min(heights) <= 2
+
+
+async def test_open_agent_pane_from_many_tasks_at_once(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path)
+    refs = []
+
+    async def open_one(i: int) -> None:
+        refs.append(
+            await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=IDLE, cwd=tmp_path)
+        )
+
+    async with trio.open_nursery() as nursery:
+        for i in range(10):
+            nursery.start_soon(open_one, i)
+
+    assert len({r.pane_id for r in refs}) == 10
+    assert await _windows(tmux, "kairo-t") == [
+        ("supervisor", 1),
+        ("agents-1", 4),
+        ("agents-2", 4),
+        ("agents-3", 2),
+    ]
+
+
+async def test_a_new_server_object_keeps_filling_the_last_window(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    for _ in range(5):
+        await tmux.open_agent_pane("kairo-t", title="a", command=IDLE, cwd=tmp_path)
+    resumed = TmuxServer(tmux.socket_name)  # a supervisor restarted after a crash
+
+    await resumed.open_agent_pane("kairo-t", title="b", command=IDLE, cwd=tmp_path)
+
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 4), ("agents-2", 2)]
+
+
+async def test_a_window_closed_behind_our_back_gets_replaced(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    first = await tmux.open_agent_pane("kairo-t", title="a", command=IDLE, cwd=tmp_path)
+    await tmux_out(tmux, "kill-window", "-t", first.window_id)
+
+    second = await tmux.open_agent_pane("kairo-t", title="b", command=IDLE, cwd=tmp_path)
+
+    assert second.window_id != first.window_id
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-2", 1)]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["a;", ";", "b\\;", "it's", "$HOME", "#{pane_id}", "two words", "", "--", "-x"],
+        ["x; rm -rf /tmp/nothing"],
+    ],
+)
+async def test_pane_commands_reach_the_program_verbatim(
+    tmux: TmuxServer, tmp_path: Path, args: list[str]
+) -> None:
+    await _session(tmux, tmp_path)
+    out = tmp_path / "argv.json"
+    script = (  # write, then rename: the test must not read a half-written file
+        f"import json, os, sys; open({str(out)!r} + '.tmp', 'w').write(json.dumps(sys.argv[1:]));"
+        f" os.replace({str(out)!r} + '.tmp', {str(out)!r})"
+    )
+    weird_cwd = tmp_path / "a #dir; x"
+    weird_cwd.mkdir()
+
+    await tmux.open_agent_pane(
+        "kairo-t", title="x; #{y}", command=[sys.executable, "-c", script, *args], cwd=weird_cwd
+    )
+
+    await eventually(out.exists)
+    assert json.loads(out.read_text()) == args
+    titles = [p.title for p in await tmux.list_panes("kairo-t")]
+    assert titles[-1] == "x; #{y}"
+
+
+async def test_a_one_word_command_is_executed_not_given_to_a_shell(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "it's a script"
+    marker = tmp_path / "ran"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    script.chmod(0o755)
+
+    await tmux.new_session("kairo-t", window_name="w", command=[str(script)], cwd=tmp_path)
+
+    await eventually(marker.exists)
+
+
+async def test_set_pane_title_and_a_pane_that_is_gone(tmux: TmuxServer, tmp_path: Path) -> None:
+    pane_id = await _session(tmux, tmp_path)
+    await tmux.set_pane_title(pane_id, "merged\tok\n")
+    assert [p.title for p in await tmux.list_panes("kairo-t")] == ["merged ok"]
+
+    await tmux.open_agent_pane("kairo-t", title="keep", command=IDLE, cwd=tmp_path)
+    await tmux_out(tmux, "kill-pane", "-t", pane_id)
+    await tmux.set_pane_title(pane_id, "too late")  # cosmetic: no error
+
+
+async def test_kill_session_is_idempotent(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path, "kairo-a")
+    await _session(tmux, tmp_path, "kairo-b")
+
+    await tmux.kill_session("kairo-a")
+    await tmux.kill_session("kairo-a")
+
+    assert not await tmux.has_session("kairo-a")
+    assert await tmux.has_session("kairo-b")
+
+
+async def test_errors_say_what_failed(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path)
+    with pytest.raises(StepFailed, match=r"tmux new-session failed on socket .*duplicate session"):
+        await _session(tmux, tmp_path)
+    with pytest.raises(StepFailed, match=r"tmux list-panes failed .*nope"):
+        await tmux.list_panes("nope")
+    with pytest.raises(ValueError, match=r"contains '\.' or ':'"):
+        await _session(tmux, tmp_path, "kairo-a.b")
+
+
+async def test_kill_server_returns_once_the_server_is_gone(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    pid = int(await tmux_out(tmux, "display-message", "-p", "#{pid}"))
+
+    await tmux.kill_server()
+
+    assert process_gone(pid)
+    assert not await tmux.has_session("kairo-t")
+    await tmux.kill_server()  # no server: nothing to do
+
+
+async def test_wait_for_is_woken_by_signal(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path)
+    woken = trio.Event()
+
+    async def waiter() -> None:
+        await tmux.wait_for("ch")
+        woken.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(0.1)
+        assert not woken.is_set()
+        await tmux.signal("ch")
+        with trio.fail_after(2):
+            await woken.wait()
+
+
+async def test_a_signal_before_the_wait_is_remembered_once(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    await tmux.signal("ch")
+
+    with trio.fail_after(2):
+        await tmux.wait_for("ch")
+    with trio.move_on_after(0.2) as second:
+        await tmux.wait_for("ch")
+    assert second.cancelled_caught
+
+
+async def test_two_signals_before_a_wait_cancel_out(tmux: TmuxServer, tmp_path: Path) -> None:
+    """tmux behaviour the supervisor must live with: with nobody waiting, a second signal
+    clears the first. Runners sharing one channel can therefore lose a wake-up."""
+    await _session(tmux, tmp_path)
+    await tmux.signal("ch")
+    await tmux.signal("ch")
+
+    with trio.move_on_after(0.2) as wait:
+        await tmux.wait_for("ch")
+    assert wait.cancelled_caught
+
+
+async def test_a_cancelled_wait_does_not_swallow_the_next_signal(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    with trio.move_on_after(0.2):
+        await tmux.wait_for("ch")
+    assert trio.current_effective_deadline() == float("inf")
+
+    await tmux.signal("ch")
+    with trio.fail_after(2):
+        await tmux.wait_for("ch")
+
+
+async def test_cancelling_a_wait_is_prompt(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path)
+    start = trio.current_time()
+    with trio.move_on_after(0.1):
+        await tmux.wait_for("ch")
+    assert trio.current_time() - start < 0.5
+
+
+async def test_wait_for_without_a_server_fails(tmux: TmuxServer) -> None:
+    with pytest.raises(StepFailed, match=r"no server running|error connecting"):
+        await tmux.wait_for("ch")
+
+
+async def test_tmux_version() -> None:
+    assert await tmux_version() >= (3, 2)
+
+
+async def test_tmux_version_refuses_a_missing_or_old_tmux(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem, match="tmux is not installed"):
+        await tmux_version(str(tmp_path / "tmux"))
+    old = tmp_path / "old-tmux"
+    old.write_text("#!/bin/sh\necho 'tmux 2.9a'\n")
+    old.chmod(0o755)
+    with pytest.raises(EnvironmentProblem, match=r"tmux 2\.9a is too old"):
+        await tmux_version(str(old))
+
+
+async def test_a_missing_tmux_is_an_environment_problem() -> None:
+    server = TmuxServer("kairo-test-none", tmux_bin="/nonexistent/tmux")
+    with pytest.raises(EnvironmentProblem, match="tmux is not installed"):
+        await server.has_session("x")
