@@ -22,7 +22,7 @@ async def run_shell(command: str, *, cwd: Path, env: Mapping[str, str]) -> Shell
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        capture_stdout=True,
         stderr=subprocess.STDOUT,
         check=False,
     )

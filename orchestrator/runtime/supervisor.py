@@ -48,6 +48,8 @@ async def supervise(journal: Journal, edges: Edges) -> ExecutionState:
             decision = decide(journal.state)
             if decision.events:
                 await journal.append(decision.events)
+                for subtask_id in {getattr(e, "subtask_id", "") for e in decision.events}:
+                    nursery.start_soon(_retitle, edges, journal.state, subtask_id)
                 continue
             if journal.state.ended is not None:
                 break

@@ -224,10 +224,18 @@ def prepare(event: NewEvent) -> PreparedEvent:
     """
     if type(event.payload) is not dict:
         raise TypeError(f"the payload of a {event.event_type} event must be a dict")
-    text = canonical_json(event.payload)
+    what = f"the payload of a {event.event_type} event"
+    try:
+        text = canonical_json(event.payload)
+    except ValueError as error:
+        raise ValueError(f"{what} has no canonical JSON form: {error}") from error
     payload = json.loads(text)
-    if canonical_json(payload) != text:
-        raise ValueError(f"the payload of a {event.event_type} event does not survive JSON")
+    try:
+        survives = canonical_json(payload) == text
+    except ValueError:
+        survives = False
+    if not survives:
+        raise ValueError(f"{what} does not survive JSON (a float beyond 2**53?)")
     return PreparedEvent(event.event_type, event.schema_version, text.decode("utf-8"), payload)
 
 

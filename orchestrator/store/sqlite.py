@@ -109,8 +109,13 @@ class SqliteStore:
                 cursor = self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield cursor
+                    cursor.close()
                     self._conn.commit()
                 finally:
+                    # A SELECT left unfinished (verify stops at the first bad row) would
+                    # pin this snapshot past the end of the transaction: later reads
+                    # would see the past.
+                    cursor.close()
                     if self._conn.in_transaction:  # the body or the commit failed
                         self._conn.rollback()
             except sqlite3.IntegrityError:
@@ -139,35 +144,34 @@ class SqliteStore:
     ) -> list[StoredEvent]:
         """Seal and insert `prepared` after `head`; the caller moves the head."""
         sealed = chain.seal(execution_id, *head, prepared, created_at=now, new_id=_new_event_id)
-        rows = [
-            (
-                execution_id,
-                e.seq,
-                e.event_id,
-                e.event_type,
-                e.schema_version,
-                p.payload_json,
-                e.event_hash,
-                e.created_at,
-            )
-            for e, p in zip(sealed, prepared, strict=True)
-        ]
-        try:
-            cursor.executemany(f"INSERT INTO kairo_execution_events ({_INSERT})", rows)
-        except sqlite3.IntegrityError:
-            # A row already sits past the head: someone wrote events without moving it.
-            (beyond,) = cursor.execute(
-                "SELECT MIN(seq) FROM kairo_execution_events WHERE execution_id = ? AND seq > ?",
-                (execution_id, head[0]),
-            ).fetchone()
-            if beyond is None:
-                raise
+        # Rows past the head mean someone wrote events without moving it: refuse to build
+        # on a log that would fail verification (one indexed probe per append).
+        if cursor.execute(
+            "SELECT 1 FROM kairo_execution_events WHERE execution_id = ? AND seq > ? LIMIT 1",
+            (execution_id, head[0]),
+        ).fetchone():
             raise LogVerificationError(
-                f"the event log of {execution_id} fails verification at seq {beyond}: the log"
-                f" goes on past its head at seq {head[0]}",
+                f"the event log of {execution_id} fails verification at seq {head[0] + 1}:"
+                f" it has events past its head at seq {head[0]}",
                 execution_id=execution_id,
-                bad_seq=beyond,
-            ) from None
+                bad_seq=head[0] + 1,
+            )
+        cursor.executemany(
+            f"INSERT INTO kairo_execution_events ({_INSERT})",
+            [
+                (
+                    execution_id,
+                    e.seq,
+                    e.event_id,
+                    e.event_type,
+                    e.schema_version,
+                    p.payload_json,
+                    e.event_hash,
+                    e.created_at,
+                )
+                for e, p in zip(sealed, prepared, strict=True)
+            ],
+        )
         return sealed
 
     def create_execution(

@@ -25,7 +25,8 @@ log = structlog.get_logger(__name__)
 
 StrPath = str | os.PathLike[str]
 DeliverCancel = Callable[[trio.Process], Awaitable[None]]
-_NO_SERVER: Final = ("no server running", "error connecting to")
+# What a client says when there is no server, or it went away while we asked.
+_NO_SERVER: Final = ("no server running", "error connecting to", "server exited unexpectedly")
 _GONE_POLL_SECONDS: Final = 0.01
 _KILL_SERVER_TIMEOUT: Final = 5.0
 _RELEASE_GRACE: Final = 1.0

@@ -44,6 +44,11 @@ class Attempt:
     def log(self) -> str:
         return (self.directory / "output.log").read_text()
 
+    async def wait_started(self) -> dict[str, Any]:
+        # The agent runs as soon as it is spawned, maybe before the runner writes this file.
+        await eventually((self.directory / "started.json").exists)
+        return self.read("started.json")
+
     async def wait_exit(self, tmux: TmuxServer, seconds: float = 10.0) -> dict[str, Any]:
         """Wait the way the supervisor does: woken by the runner, the exit file as truth."""
         with trio.fail_after(seconds):
@@ -180,7 +185,7 @@ child.wait()
 async def _pids_of_a_family(attempt: Attempt) -> list[int]:
     gc = attempt.directory / "gc.pid"
     await eventually(gc.exists)
-    started = attempt.read("started.json")
+    started = await attempt.wait_started()
     child = int((attempt.directory / "child.pid").read_text())
     return [started["agent_pid"], child, int(gc.read_text())]
 
@@ -192,7 +197,7 @@ async def test_sigterm_to_the_runner_ends_the_whole_process_group(
     attempt = await start(tmux, tmp_path, argv)
     pids = await _pids_of_a_family(attempt)
 
-    os.kill(attempt.read("started.json")["pid"], signal.SIGTERM)
+    os.kill((await attempt.wait_started())["pid"], signal.SIGTERM)
     record = await attempt.wait_exit(tmux)
 
     assert record["exit_code"] == 128 + signal.SIGTERM
@@ -209,7 +214,7 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
     await eventually((tmp_path / "gc.pid").exists)
     grandchild = int((tmp_path / "gc.pid").read_text())
 
-    os.kill(attempt.read("started.json")["pid"], signal.SIGHUP)  # as when the pane is closed
+    os.kill((await attempt.wait_started())["pid"], signal.SIGHUP)  # as when the pane is closed
     record = await attempt.wait_exit(tmux)
 
     assert (record["exit_code"], record["killed"]) == (128 + signal.SIGKILL, True)
@@ -237,10 +242,32 @@ def _run_directly(tmp_path: Path, spec: object) -> subprocess.CompletedProcess[s
     return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
 
 
-def test_a_bad_spec_is_refused_with_a_sentence(tmp_path: Path) -> None:
-    done = _run_directly(tmp_path, {"argv": [], "cwd": "/"})
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ({"argv": ["true"], "cwd": "/"}, "spec key 'env' is missing or not a dict"),
+        (
+            {
+                "argv": [],
+                "cwd": "/",
+                "env": {},
+                "output_log": "l",
+                "started_path": "s",
+                "exit_path": "e",
+                "title": "t",
+            },
+            "'argv' must be a non-empty list of strings",
+        ),
+        ([1], "the spec is not a JSON object"),
+    ],
+)
+def test_a_bad_spec_is_refused_with_a_sentence(
+    tmp_path: Path, spec: object, complaint: str
+) -> None:
+    done = _run_directly(tmp_path, spec)
     assert done.returncode == 2
-    assert "cannot read the spec" in done.stderr and "'argv'" in done.stderr
+    assert done.stderr.startswith("kairo runner: cannot read the spec ")
+    assert complaint in done.stderr
 
 
 def test_the_runner_imports_only_the_standard_library() -> None:

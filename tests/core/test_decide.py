@@ -1,0 +1,273 @@
+"""decide and fold, driven through whole executions with no git, tmux or store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from orchestrator.core import decide as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.decide import decide
+from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask
+from orchestrator.core.state import ExecutionState, apply, initial_state
+
+BASE = "b" * 40
+
+
+def plan(
+    *subtasks: ResolvedSubtask, max_parallel: int = 4, merge_order: str = "plan"
+) -> ResolvedPlan:
+    return ResolvedPlan.model_validate(
+        {
+            "name": "p",
+            "max_parallel": max_parallel,
+            "merge_order": merge_order,
+            "subtasks": subtasks,
+        }
+    )
+
+
+def subtask(
+    sid: str, *deps: str, allow_empty: bool = False, verify: str | None = None
+) -> ResolvedSubtask:
+    return ResolvedSubtask(
+        id=sid,
+        title=sid,
+        prompt="",
+        depends_on=deps,
+        agent=AgentSpec(kind="shell", run="true"),
+        allow_empty=allow_empty,
+        verify=verify,
+    )
+
+
+def start(p: ResolvedPlan) -> ExecutionState:
+    created = ev.ExecutionCreated(
+        plan=p,
+        plan_path="/r/plan.yaml",
+        repo_root="/r",
+        git_common_dir="/r/.git",
+        base_commit=BASE,
+        integration_branch="kairo/p/abc",
+        tmux_socket=None,
+        tmux_session="kairo-p-abc",
+        worktree_root="/w",
+        run_root="/runs",
+    )
+    return feed(
+        initial_state("E1", created),
+        [ev.IntegrationBranchCreated(branch="kairo/p/abc", commit=BASE)],
+    )
+
+
+def feed(state: ExecutionState, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
+    for event in events:
+        state = apply(state, event, state.seq + 1)
+    return state
+
+
+class World:
+    """Answers each command the way a healthy edge would, with scripted outcomes."""
+
+    def __init__(
+        self,
+        exit_codes: dict[str, int] | None = None,
+        unchanged: Sequence[str] = (),
+        conflicts: Sequence[str] = (),
+        verify_fails: Sequence[str] = (),
+    ) -> None:
+        self.exit_codes = exit_codes or {}
+        self.unchanged = set(unchanged)
+        self.conflicts = set(conflicts)
+        self.verify_fails = set(verify_fails)
+        self.merges = 0
+        self.launched: list[str] = []
+        self.start_commits: dict[str, str] = {}
+
+    def answer(self, state: ExecutionState, command: cmd.Command) -> list[ev.ExecutionEvent]:
+        sid = command.subtask_id
+        match command:
+            case cmd.PrepareWorkspace(start_commit=commit):
+                self.start_commits[sid] = commit
+                return [
+                    ev.WorkspaceCreated(
+                        subtask_id=sid, path=f"/w/{sid}", branch=f"b/{sid}", commit=commit
+                    )
+                ]
+            case cmd.LaunchAttempt():
+                self.launched.append(sid)
+                head = state.subtask(sid).head_commit or BASE
+                return [
+                    ev.AttemptStarted(
+                        subtask_id=sid,
+                        attempt=1,
+                        idempotency_key="k",
+                        pane_id="%1",
+                        run_dir="/runs",
+                        start_commit=head,
+                    )
+                ]
+            case cmd.AwaitAttempt():
+                return [
+                    ev.AttemptExited(
+                        subtask_id=sid, attempt=1, exit_code=self.exit_codes.get(sid, 0)
+                    )
+                ]
+            case cmd.CommitAttempt():
+                changed = sid not in self.unchanged
+                head = f"head-{sid}" if changed else (state.subtask(sid).head_commit or BASE)
+                return [
+                    ev.AttemptCommitted(
+                        subtask_id=sid, attempt=1, head_commit=head, changed=changed
+                    )
+                ]
+            case cmd.RunVerify():
+                code = 1 if sid in self.verify_fails else 0
+                return [ev.VerifyFinished(subtask_id=sid, attempt=1, exit_code=code)]
+            case cmd.MergeSubtask():
+                if sid in self.conflicts:
+                    return [
+                        ev.SubtaskConflicted(
+                            subtask_id=sid,
+                            head_commit="h",
+                            conflicts=(
+                                ev.Conflict(path="a.py", kind="content", **{"with": ("x",)}),
+                            ),
+                        )
+                    ]
+                self.merges += 1
+                return [
+                    ev.SubtaskMerged(
+                        subtask_id=sid,
+                        merge_commit=f"merge-{self.merges}-{sid}",
+                        previous_commit="p",
+                        head_commit="h",
+                        changed_paths=("a.py",),
+                        diffstat="",
+                    )
+                ]
+            case cmd.ReleaseWorkspace():
+                return [ev.WorkspaceReleased(subtask_id=sid)]
+        raise AssertionError(command)
+
+
+def run(state: ExecutionState, world: World, *, limit: int = 500) -> ExecutionState:
+    """Carry out one command at a time, first first, until the execution ends."""
+    for _ in range(limit):
+        decision = decide(state)
+        if decision.events:
+            state = feed(state, decision.events)
+        elif decision.commands:
+            state = feed(state, world.answer(state, decision.commands[0]))
+        else:
+            return state
+    raise AssertionError("the execution did not end")
+
+
+def test_a_fresh_execution_first_creates_its_integration_branch() -> None:
+    created = start(plan(subtask("a"))).created
+    assert decide(initial_state("E1", created)).commands == (cmd.CreateIntegrationBranch(),)
+
+
+def test_max_parallel_bounds_the_subtasks_scheduled_at_once() -> None:
+    state = start(plan(*(subtask(f"s{i}") for i in range(5)), max_parallel=2))
+    scheduled = decide(state).events
+    assert [e.subtask_id for e in scheduled] == ["s0", "s1"]  # type: ignore[union-attr]
+    state = feed(state, scheduled)
+    assert decide(state).events == ()
+    assert {c.subtask_id for c in decide(state).commands} == {"s0", "s1"}
+
+
+def test_every_subtask_merges_and_the_execution_completes() -> None:
+    final = run(start(plan(subtask("a"), subtask("b"), subtask("c"))), World())
+    assert final.ended == "COMPLETED"
+    assert final.merged == ("a", "b", "c")
+    assert all(v.worktree is None for v in final.subtasks.values())
+
+
+def test_a_dependent_starts_from_the_merge_of_its_last_dependency() -> None:
+    world = World()
+    final = run(start(plan(subtask("a"), subtask("b"), subtask("c", "b"))), world)
+    assert world.start_commits == {"a": BASE, "b": BASE, "c": "merge-2-b"}
+    assert final.merged == ("a", "b", "c")
+
+
+def test_a_dependent_of_a_conflicted_subtask_is_skipped_with_the_reason() -> None:
+    world = World(conflicts=["a"])
+    final = run(start(plan(subtask("a"), subtask("b", "a"), subtask("c", "b"))), world)
+    assert final.ended == "FAILED"
+    assert final.subtask("a").state == "conflicted"
+    assert final.subtask("a").worktree == "/w/a"  # kept for inspection
+    assert final.subtask("b").reason == "dependency: it depends on 'a', which conflicted"
+    assert final.subtask("c").reason == "dependency: it depends on 'b', which was skipped"
+    assert "b" not in world.launched and "c" not in world.launched
+
+
+@pytest.mark.parametrize(
+    ("world", "word"),
+    [
+        (World(exit_codes={"a": 3}), "agent_failed"),
+        (World(unchanged=["a"]), "no_changes"),
+        (World(verify_fails=["a"]), "verify_failed"),
+    ],
+)
+def test_an_attempt_that_is_not_accepted_fails_with_its_word(world: World, word: str) -> None:
+    final = run(start(plan(subtask("a", verify="pytest"), subtask("b"))), world)
+    assert final.subtask("a").state == "failed"
+    assert final.subtask("a").reason is not None and final.subtask("a").reason.startswith(word)
+    assert final.subtask("b").state == "merged"
+    assert final.ended == "FAILED"
+
+
+def test_allow_empty_accepts_an_attempt_that_changed_nothing() -> None:
+    final = run(start(plan(subtask("a", allow_empty=True))), World(unchanged=["a"]))
+    assert final.subtask("a").state == "merged"
+
+
+def test_plan_order_merges_wait_for_earlier_subtasks() -> None:
+    state = start(plan(subtask("a"), subtask("b")))
+    world = World()
+    # Finish b completely before a has even started its agent.
+    state = feed(state, decide(state).events)
+    for command in (
+        cmd.PrepareWorkspace(subtask_id="b", start_commit=BASE),
+        cmd.LaunchAttempt(subtask_id="b", attempt=1),
+        cmd.AwaitAttempt(subtask_id="b", attempt=1),
+        cmd.CommitAttempt(subtask_id="b", attempt=1),
+    ):
+        state = feed(state, world.answer(state, command))
+    state = feed(state, decide(state).events)  # judged: b succeeded
+    assert state.subtask("b").state == "succeeded"
+    assert not any(isinstance(c, cmd.MergeSubtask) for c in decide(state).commands)
+
+
+def test_completion_order_merges_whatever_finished_first() -> None:
+    state = start(plan(subtask("a"), subtask("b"), merge_order="completion"))
+    world = World()
+    state = feed(state, decide(state).events)
+    for command in (
+        cmd.PrepareWorkspace(subtask_id="b", start_commit=BASE),
+        cmd.LaunchAttempt(subtask_id="b", attempt=1),
+        cmd.AwaitAttempt(subtask_id="b", attempt=1),
+        cmd.CommitAttempt(subtask_id="b", attempt=1),
+    ):
+        state = feed(state, world.answer(state, command))
+    state = feed(state, decide(state).events)
+    assert cmd.MergeSubtask(subtask_id="b") in decide(state).commands
+
+
+def test_decide_is_a_pure_function_of_the_state() -> None:
+    state = start(plan(subtask("a"), subtask("b", "a")))
+    assert decide(state) == decide(state)
+
+
+def test_events_round_trip_through_their_store_records() -> None:
+    event = ev.SubtaskConflicted(
+        subtask_id="a",
+        head_commit="h",
+        conflicts=(ev.Conflict(path="x.py", kind="add/add", **{"with": ("b", "c")}),),
+    )
+    event_type, payload = ev.to_record(event)
+    assert payload["conflicts"][0]["with"] == ["b", "c"]
+    assert ev.from_record(event_type, payload) == event

@@ -1,0 +1,257 @@
+"""The walking product: a plan of shell agents, fanned out, merged, reported, cleaned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Kairo, git, snapshot_checkout
+
+pytestmark = pytest.mark.slow
+
+SIX_SUBTASKS = """\
+version: 1
+name: six
+max_parallel: 3
+agent:
+  kind: shell
+  run: "true"
+subtasks:
+  - id: greet-soft
+    agent: {run: "sed -i 's/^GREETING = .*/GREETING = \\"hi\\"/' src/app.py"}
+  - id: greet-loud
+    agent: {run: "sed -i 's/^GREETING = .*/GREETING = \\"HELLO\\"/' src/app.py"}
+  - id: add-docs
+    agent: {run: "mkdir -p docs && echo 'how to' > docs/guide.md"}
+  - id: bump-version
+    agent: {run: "echo 2.0 > VERSION"}
+  - id: add-module
+    agent: {run: "echo 'X = 1' > src/extra.py"}
+  - id: use-module
+    depends_on: [add-module]
+    agent: {run: "test -f src/extra.py && echo 'from extra import X' > src/use.py"}
+"""
+
+
+def seed_project(repo: Path) -> None:
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text(
+        'GREETING = "hello"\n\n\ndef main():\n    print(GREETING)\n'
+    )
+    (repo / "VERSION").write_text("1.0\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "project")
+
+
+def test_six_subtasks_five_merge_one_conflicts_and_the_checkout_is_untouched(
+    kairo: Kairo, repo: Path
+) -> None:
+    seed_project(repo)
+    # The user is mid-work: an uncommitted change and an untracked file must survive as is.
+    (repo / "README.md").write_text("project, edited but not committed\n")
+    (repo / "notes.txt").write_text("untracked notes\n")
+    before = snapshot_checkout(repo)
+    plan = kairo.write_plan(SIX_SUBTASKS)
+
+    done = kairo.run("start", str(plan), "--wait")
+
+    assert done.returncode == 1, done.stderr
+    status = kairo.json("status")
+    states = {s["id"]: s["state"] for s in status["subtasks"]}
+    assert states == {
+        "greet-soft": "merged",
+        "greet-loud": "conflicted",
+        "add-docs": "merged",
+        "bump-version": "merged",
+        "add-module": "merged",
+        "use-module": "merged",
+    }
+    loud = next(s for s in status["subtasks"] if s["id"] == "greet-loud")
+    assert loud["conflicts"] == [
+        {
+            "path": "src/app.py",
+            "kind": "content",
+            "with": ["greet-soft"],
+            "message": "CONFLICT (content): Merge conflict in src/app.py",
+        }
+    ]
+    assert loud["reason"].startswith("conflict:")
+
+    integration = status["integration_branch"]
+    assert git(repo, "show", f"{integration}:src/app.py").startswith('GREETING = "hi"')
+    assert git(repo, "show", f"{integration}:docs/guide.md") == "how to\n"
+    assert git(repo, "show", f"{integration}:VERSION") == "2.0\n"
+    assert git(repo, "show", f"{integration}:src/extra.py") == "X = 1\n"
+    assert git(repo, "show", f"{integration}:src/use.py") == "from extra import X\n"
+    merges = git(repo, "log", "--merges", "--format=%s", integration).splitlines()
+    assert len(merges) == 5 and all(m.startswith("kairo: merge ") for m in merges)
+
+    assert snapshot_checkout(repo) == before
+
+    worktrees = [
+        line.removeprefix("worktree ")
+        for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+        if line.startswith("worktree ")
+    ]
+    assert worktrees[0] == str(repo)
+    assert worktrees[1:] == [loud["worktree"]]
+    assert not Path(loud["worktree"]).is_relative_to(repo) or Path(loud["worktree"]).is_relative_to(
+        repo / ".git"
+    )
+
+    report = kairo.json("report")
+    assert [m["id"] for m in report["merged"]] == [
+        "greet-soft",
+        "add-docs",
+        "bump-version",
+        "add-module",
+        "use-module",
+    ]
+    assert report["conflicted"][0]["conflicts"][0]["with"] == ["greet-soft"]
+    markdown = kairo.run("report", "--markdown").stdout
+    assert "`src/app.py` (content) with `greet-soft`" in markdown
+
+
+def test_max_parallel_bounds_the_agents_running_at_once(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "spans.log"
+    subtasks = "\n".join(
+        f'  - id: t{i}\n    agent: {{run: "echo start >> {log}; sleep 0.4; echo t{i} > t{i}.txt; echo end >> {log}"}}'
+        for i in range(5)
+    )
+    plan = kairo.write_plan(
+        f"version: 1\nname: fan\nmax_parallel: 2\nagent: {{kind: shell, run: 'true'}}\nsubtasks:\n{subtasks}\n"
+    )
+
+    done = kairo.run("start", str(plan), "--wait")
+
+    assert done.returncode == 0, done.stderr
+    running, peak = 0, 0
+    for line in log.read_text().split():
+        running += 1 if line == "start" else -1
+        peak = max(peak, running)
+    assert peak == 2
+    status = kairo.json("status")
+    assert status["status"] == "COMPLETED"
+    assert all(s["worktree"] is None for s in status["subtasks"])  # released after merge
+
+
+def test_an_agent_gets_the_environment_of_plan_md(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        """\
+version: 1
+name: env
+agent:
+  kind: shell
+  run: 'env | grep ^KAIRO_ | sort > kairo-env.txt; pwd > where.txt; cat "$KAIRO_PROMPT_FILE" > prompt-file.txt'
+subtasks:
+  - id: look
+    prompt: "Look around: {files}"
+    files: ["README.md"]
+"""
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 0
+    status = kairo.json("status")
+    branch = status["integration_branch"]
+    seen = dict(
+        line.split("=", 1)
+        for line in git(repo, "show", f"{branch}:kairo-env.txt").splitlines()
+        if "=" in line
+    )
+    assert seen["KAIRO_EXECUTION_ID"] == status["execution_id"]
+    assert seen["KAIRO_SUBTASK_ID"] == "look"
+    assert seen["KAIRO_ATTEMPT"] == "1"
+    assert seen["KAIRO_PROMPT"] == "Look around: README.md"
+    assert seen["KAIRO_FILES"] == "README.md"
+    assert seen["KAIRO_FEEDBACK"] == ""
+    assert len(seen["KAIRO_IDEMPOTENCY_KEY"]) == 32
+    assert "KAIRO_TMUX_SOCKET" in seen  # the supervisor's environment reaches agents
+    assert git(repo, "show", f"{branch}:where.txt").strip() == seen["KAIRO_WORKTREE"]
+    assert git(repo, "show", f"{branch}:prompt-file.txt") == "Look around: README.md"
+    trailers = git(repo, "log", "-1", "--format=%(trailers)", f"{branch}^2")
+    assert f"Kairo-Execution: {status['execution_id']}" in trailers
+    assert "Kairo-Subtask: look" in trailers and "Kairo-Attempt: 1" in trailers
+
+
+def test_an_attempt_that_changes_nothing_fails_and_keeps_its_worktree(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: idle\nagent: {kind: shell, run: 'true'}\n"
+        "subtasks:\n  - id: idle\n  - id: fine\n    allow_empty: true\n  - id: broken\n    agent: {run: 'exit 7'}\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 1
+    subtasks = {s["id"]: s for s in kairo.json("status")["subtasks"]}
+    assert subtasks["idle"]["state"] == "failed"
+    assert subtasks["idle"]["reason"].startswith("no_changes")
+    assert Path(subtasks["idle"]["worktree"]).is_dir()
+    assert subtasks["fine"]["state"] == "merged"
+    assert subtasks["broken"]["reason"] == "agent_failed: the agent exited with status 7"
+
+
+def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> None:
+    seed_project(repo)
+    kairo.run("start", str(kairo.write_plan(SIX_SUBTASKS)), "--wait")
+    status = kairo.json("status")
+    loud = next(s for s in status["subtasks"] if s["id"] == "greet-loud")
+    assert kairo.tmux_sessions() == [status["tmux_session"]]
+
+    done = kairo.run("clean")
+
+    assert done.returncode == 0, done.stderr
+    assert "kept greet-loud" in done.stdout
+    assert Path(loud["worktree"]).is_dir()
+    branches = git(repo, "branch", "--format=%(refname:short)").split()
+    assert loud["branch"] in branches
+    assert status["integration_branch"] in branches
+    assert not any(b.startswith("kairo-subtasks/") and b != loud["branch"] for b in branches)
+    assert kairo.tmux_sessions() == []
+
+    forced = kairo.run("clean", "--force")
+
+    assert forced.returncode == 0, forced.stderr
+    assert not Path(loud["worktree"]).exists()
+    assert loud["branch"] not in git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def test_status_json_has_the_fields_of_cli_md(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: tiny\nagent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: x\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 0
+    status = kairo.json("status")
+    for key in (
+        "execution_id",
+        "plan",
+        "status",
+        "version",
+        "base_commit",
+        "integration_branch",
+        "tmux_session",
+        "supervisor_pid",
+        "head",
+        "subtasks",
+    ):
+        assert key in status
+    assert status["head"]["seq"] >= 10 and len(status["head"]["hash"]) == 64
+    assert set(status["subtasks"][0]) >= {
+        "id",
+        "state",
+        "branch",
+        "worktree",
+        "head_commit",
+        "attempts",
+        "tokens",
+        "reason",
+        "conflicts",
+    }
+    listed = kairo.json("list")
+    assert [item["execution_id"] for item in listed] == [status["execution_id"]]
+    assert {"execution_id", "plan", "status", "created_at"} <= set(listed[0])
+    verified = kairo.run("verify", status["execution_id"][:8])
+    assert verified.returncode == 0 and str(status["head"]["seq"]) in verified.stdout
+    lines = kairo.run("events", status["execution_id"], "--json").stdout.splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(len(lines)))

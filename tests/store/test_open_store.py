@@ -1,0 +1,83 @@
+"""open_store: which URL opens which store, and the sentence a user sees when it cannot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import EnvironmentProblem, UsageError
+from orchestrator.store import SqliteStore, default_store_path, open_store
+
+
+def test_no_url_means_sqlite_inside_the_git_common_dir(tmp_path: Path) -> None:
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    with open_store(None, git_common_dir=git_dir) as store:
+        assert isinstance(store, SqliteStore)
+        assert store.path == git_dir / "kairo" / "kairo.db" == default_store_path(git_dir)
+    assert (git_dir / "kairo" / "kairo.db").is_file()
+
+
+def test_a_sqlite_url_names_an_absolute_file(tmp_path: Path) -> None:
+    (tmp_path / "with space").mkdir()
+    path = tmp_path / "with space" / "s.db"
+    with open_store(f"sqlite://{tmp_path}/with%20space/s.db", git_common_dir=tmp_path) as store:
+        assert isinstance(store, SqliteStore)
+        assert store.path == path
+    assert path.is_file()
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://relative.db", "sqlite:relative.db", "sqlite:///a.db?mode=ro", "sqlite://"]
+)
+def test_a_malformed_sqlite_url_is_a_usage_error(url: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"sqlite:///an/absolute/path\.db"):
+        open_store(url, git_common_dir=tmp_path)
+
+
+@pytest.mark.parametrize("url", ["mysql://db", "", "kairo.db", "file:///tmp/x.db"])
+def test_an_unknown_url_is_a_usage_error(url: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown store URL"):
+        open_store(url, git_common_dir=tmp_path)
+
+
+@pytest.mark.parametrize("url", ["postgresql://kairo@db:5432/kairo", "postgres://db/kairo"])
+def test_postgresql_is_not_available_yet(url: str, tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem, match="PostgreSQL store is not available yet"):
+        open_store(url, git_common_dir=tmp_path)
+
+
+def test_a_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem, match=r"the directory .*/nowhere does not exist"):
+        open_store(f"sqlite://{tmp_path}/nowhere/s.db", git_common_dir=tmp_path)
+
+
+def test_a_directory_where_the_file_should_be(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem, match="it is a directory"):
+        open_store(f"sqlite://{tmp_path}", git_common_dir=tmp_path)
+
+
+def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    (tmp_path / "s.db").write_text("not a database, just text " * 100)
+    with pytest.raises(EnvironmentProblem, match=r"cannot use the store at .*s\.db: file is not"):
+        open_store(f"sqlite://{tmp_path}/s.db", git_common_dir=tmp_path)
+
+
+def test_a_git_dir_where_the_store_cannot_be_made(tmp_path: Path) -> None:
+    (tmp_path / "kairo").write_text("a file in the way")
+    with pytest.raises(EnvironmentProblem, match="cannot create the store's directory"):
+        open_store(None, git_common_dir=tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
+def test_a_read_only_directory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(EnvironmentProblem, match=r"cannot open the store at .*s\.db: unable"):
+            open_store(f"sqlite://{locked}/s.db", git_common_dir=tmp_path)
+    finally:
+        locked.chmod(0o700)
