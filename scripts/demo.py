@@ -66,7 +66,9 @@ def plan_text() -> str:
         '            return f"{item}: {format_money(amount)}"\n'
         "        PY"
     )
-    fstrings = agent(f"{ruff} check --no-cache --select UP031,UP032 --fix --unsafe-fixes $KAIRO_FILES")
+    fstrings = agent(
+        f"{ruff} check --no-cache --select UP031,UP032 --fix --unsafe-fixes $KAIRO_FILES"
+    )
     rename = agent(f"{codemod} rename fmt_money format_money shop/util.py shop/pricing.py")
     tax_rate = agent(f"{codemod} set-constant TAX_RATE 0.21 shop/config.py")
     tax_note = agent(f'{codemod} annotate TAX_RATE "set by finance" shop/config.py')

@@ -6,21 +6,47 @@ reaches the user as a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from orchestrator.cli.clean import clean
-from orchestrator.cli.inspect import events, list_, report, status, verify
-from orchestrator.cli.start import start
-from orchestrator.cli.validate import validate
-from orchestrator.cli.watch import attach, watch
 from orchestrator.errors import KairoError
+
+# Each command's module is imported only when that command runs: trio, the git layer and
+# the plan loader cost hundreds of milliseconds that `status --json` need not pay.
+_COMMANDS = {
+    "start": "orchestrator.cli.start:start",
+    "status": "orchestrator.cli.inspect:status",
+    "list": "orchestrator.cli.inspect:list_",
+    "attach": "orchestrator.cli.watch:attach",
+    "events": "orchestrator.cli.inspect:events",
+    "verify": "orchestrator.cli.inspect:verify",
+    "report": "orchestrator.cli.inspect:report",
+    "validate": "orchestrator.cli.validate:validate",
+    "clean": "orchestrator.cli.clean:clean",
+    "watch": "orchestrator.cli.watch:watch",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
 
 EXIT_SIGINT = 130
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kairo-orch")
 def cli() -> None:
     """Run many coding agents on one refactor at once, safely.
@@ -28,10 +54,6 @@ def cli() -> None:
     Each subtask of a plan gets its own git worktree, branch and tmux pane; finished
     branches are merged into an integration branch with a report of every conflict.
     """
-
-
-for command in (start, status, list_, attach, events, verify, report, validate, clean, watch):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

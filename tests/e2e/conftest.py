@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -121,7 +122,5 @@ def _stop_supervisors(runner: Kairo) -> None:
         if item["status"] == "RUNNING":
             status = runner.json("status", item["execution_id"])
             if status["supervisor_pid"]:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(status["supervisor_pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass

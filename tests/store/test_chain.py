@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from orchestrator.core.canonical import chain_hash, envelope
 from orchestrator.errors import LogVerificationError
 from orchestrator.store.base import StoredEvent
-from orchestrator.store.chain import _fast_envelope_json, event_hash, verify_chain
+from orchestrator.store.chain import verify_chain
+from orchestrator.store.hashing import _fast_envelope_json, event_hash
 from tests.store.strategies import EXECUTION_ID, any_values, build_log, logs
 
 Log = list[StoredEvent]

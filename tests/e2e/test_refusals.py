@@ -1,0 +1,134 @@
+"""Every input a user can get wrong: one clear sentence, the documented exit code, and
+nothing created: no branch, worktree, tmux session or execution."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Kairo, git
+
+pytestmark = pytest.mark.slow
+
+GOOD_AGENT = "agent: {kind: shell, run: 'echo x > x.txt'}\n"
+
+BAD_PLANS = {
+    "yaml syntax": ("version: 1\nname: p\nsubtasks: [\n", "plan.yaml:4:1: not valid YAML"),
+    "unknown key": (
+        "version: 1\nname: p\nmax_paralel: 2\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "max_paralel",
+    ),
+    "unknown dependency": (
+        "version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n    depends_on: [x]\n",
+        "unknown subtask 'x'",
+    ),
+    "cycle": (
+        "version: 1\nname: p\n"
+        + GOOD_AGENT
+        + "subtasks:\n  - id: a\n    depends_on: [b]\n  - id: b\n    depends_on: [a]\n",
+        "a -> b -> a",
+    ),
+    "bad id": (
+        "version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: Not_Valid\n",
+        "Not_Valid",
+    ),
+    "shell without run": (
+        "version: 1\nname: p\nagent: {kind: shell}\nsubtasks:\n  - id: a\n",
+        "run",
+    ),
+    "split matching nothing": (
+        "version: 1\nname: p\n"
+        + GOOD_AGENT
+        + "subtasks:\n  - id: a\n    split: {files: 'nothing/**/*.py', max_files: 2}\n",
+        "nothing/**/*.py",
+    ),
+    "unknown base": (
+        "version: 1\nname: p\nbase: no-such-branch\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "no-such-branch",
+    ),
+    "worktree root inside": (
+        "version: 1\nname: p\nworktree_root: wt\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "outside",
+    ),
+    "existing integration branch": (
+        "version: 1\nname: p\nintegration_branch: main\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "already exists",
+    ),
+}
+
+
+def assert_nothing_created(kairo: Kairo, repo: Path) -> None:
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert kairo.tmux_sessions() == []
+    assert kairo.json("list") == []
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PLANS))
+def test_a_bad_plan_is_refused_with_exit_2_and_nothing_is_created(
+    kairo: Kairo, repo: Path, case: str
+) -> None:
+    text, expected = BAD_PLANS[case]
+    plan = kairo.write_plan(text)
+
+    done = kairo.run("start", str(plan), "--detach")
+
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("kairo-orch: ")
+    assert_nothing_created(kairo, repo)
+
+
+def test_validate_names_file_line_and_column(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(BAD_PLANS["unknown dependency"][0])
+    done = kairo.run("validate", str(plan))
+    assert done.returncode == 2
+    assert f"{plan}:6:18: " in done.stderr and "unknown subtask 'x'" in done.stderr
+
+
+def test_a_missing_plan_file_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
+    done = kairo.run("start", "no-such-plan.yaml", "--detach")
+    assert done.returncode == 2
+    assert "no such plan file" in done.stderr
+    assert_nothing_created(kairo, repo)
+
+
+def test_outside_a_git_repository_start_exits_5(kairo: Kairo, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
+    done = kairo.run("start", str(plan), "--repo", str(elsewhere), "--detach")
+    assert done.returncode == 5
+    assert "not inside a git repository" in done.stderr
+
+
+def test_without_tmux_start_exits_5_and_creates_nothing(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to("/usr/bin/git")
+    kairo.env["PATH"] = f"{bin_dir}{os.pathsep}{Path(os.sys.executable).parent}"
+    plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 5, done.stderr
+    assert "tmux" in done.stderr
+    kairo.env["PATH"] = os.environ["PATH"]
+    assert_nothing_created(kairo, repo)
+
+
+def test_an_agent_kind_without_adapter_is_refused_at_start(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan("version: 1\nname: p\nagent: {kind: aider}\nsubtasks:\n  - id: a\n")
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 5
+    assert "aider" in done.stderr
+    assert_nothing_created(kairo, repo)
+
+
+def test_an_unknown_execution_id_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
+    done = kairo.run("status", "zzzz")
+    assert done.returncode == 2
+    assert "no execution matches" in done.stderr
