@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 
 TAIL_BYTES = 4096
+PRIVATE = 0o600  # an agent's output may well print the secrets its environment holds
 GRACE_SECONDS = 5.0
 # After SIGKILL, how long to keep copying output that is still buffered in the pipe; a
 # process outside the group (one that called setsid) may hold it open for ever.
@@ -98,9 +99,9 @@ def write_json_atomic(path: str, record: object) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     data = json.dumps(record, separators=(",", ":")).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
     try:
-        os.write(fd, data)
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -142,7 +143,7 @@ class _Tee:
         self.pane_fd: int | None = 1
         self.log_fd: int | None = None
         try:
-            self.log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
         except OSError as exc:  # the attempt still runs; its tail says why there is no log
             self.write(f"kairo runner: cannot open the output log: {exc}\n".encode())
 
@@ -287,10 +288,10 @@ def run(spec: RunnerSpec) -> int:
             "output_tail": tee.text(),
         },
     )
-    _wake(spec)
     how = f"killed by {signal.Signals(sig).name} (exit {code})" if sig else f"exited {code}"
-    if tee.pane_fd is not None:
+    if tee.pane_fd is not None:  # before the wake-up, after which the pane may be closed
         _footer(tee.pane_fd, f"[kairo] {spec['title']} {how}\n")
+    _wake(spec)
     return min(code, 255)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,10 +47,10 @@ def start(
         execution_id = trio.run(_create_execution, ws, plan)
         state = read_state(ws.store, execution_id)
         run_root = Path(state.created.run_root)
-        spawn_supervisor(
+        supervisor = spawn_supervisor(
             execution_id, repo_root=ws.paths.toplevel, store_url=ws.store_url, run_root=run_root
         )
-        _wait_until_supervised(ws, execution_id, run_root)
+        _wait_until_supervised(ws, execution_id, supervisor, run_root)
         click.echo(
             f"started {state.plan.name} as {execution_id}: {len(state.subtasks)} subtasks, "
             f"integration branch {state.created.integration_branch}",
@@ -123,16 +124,19 @@ def _worktree_root(ws: Workspace, plan: ResolvedPlan, plan_path: Path) -> Path:
     return root
 
 
-def _wait_until_supervised(ws: Workspace, execution_id: str, run_root: Path) -> None:
+def _wait_until_supervised(
+    ws: Workspace, execution_id: str, supervisor: subprocess.Popen[bytes], run_root: Path
+) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        state = read_state(ws.store, execution_id)
-        if state.supervisor_pid is not None:
+        if read_state(ws.store, execution_id).supervisor_pid is not None:
             return
+        if supervisor.poll() is not None:
+            break
         time.sleep(POLL_S / 2)
+    log = supervisor_log_path(run_root)
     raise EnvironmentProblem(
-        f"the supervisor of {execution_id} did not start within {STARTUP_TIMEOUT_S:.0f} s; "
-        f"its log is {supervisor_log_path(run_root)}",
+        f"the supervisor of {execution_id} did not start; its log is {log}",
         execution_id=execution_id,
     )
 

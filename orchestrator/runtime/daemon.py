@@ -40,8 +40,8 @@ def report_path(run_root: Path) -> Path:
 
 def spawn_supervisor(
     execution_id: str, *, repo_root: Path, store_url: str | None, run_root: Path
-) -> int:
-    """Start the supervisor detached from this terminal; return its pid."""
+) -> subprocess.Popen[bytes]:
+    """Start the supervisor detached from this terminal (its own session, no tty)."""
     run_root.mkdir(parents=True, exist_ok=True)
     argv = [
         sys.executable,
@@ -63,7 +63,7 @@ def spawn_supervisor(
             start_new_session=True,
             close_fds=True,
         )
-    return process.pid
+    return process
 
 
 def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:

@@ -8,7 +8,7 @@ read side (with the fast `hashing.event_hash`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,3 +143,24 @@ def seal(
             )
         )
     return sealed
+
+
+def parse_rows(execution_id: str, rows: Iterable[Sequence[Any]]) -> Iterator[StoredEvent]:
+    """Rows of (seq, event_id, event_type, schema_version, payload_json, event_hash,
+    created_at) in seq order as events, for `verify_chain`: lazily, so a long log is never
+    held whole. A payload that is not JSON fails at its seq, unless an earlier seq is
+    missing, which verify_chain then names."""
+    for position, (seq, event_id, kind, version, text, digest, at) in enumerate(rows):
+        try:
+            payload = json.loads(text)
+        except (TypeError, ValueError):
+            if seq != position:
+                payload = {}  # the gap at `position` is the first fault; let it be named
+            else:
+                raise LogVerificationError(
+                    f"the event log of {execution_id} fails verification at seq {seq}:"
+                    " its payload is not JSON",
+                    execution_id=execution_id,
+                    bad_seq=seq,
+                ) from None
+        yield StoredEvent(execution_id, seq, event_id, kind, version, payload, digest, at)

@@ -43,9 +43,9 @@ _ROW = (
     "execution_id, plan_name, status, version, owner, lease_expires_at, head_seq, head_hash,"
     " checkpoint_json, created_at, updated_at"
 )
-_INSERT = (
-    "execution_id, seq, event_id, event_type, schema_version, payload_json, event_hash,"
-    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?"
+_INSERT_EVENT = (
+    "INSERT INTO kairo_execution_events (execution_id, seq, event_id, event_type,"
+    " schema_version, payload_json, event_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _EVENT = "seq, event_id, event_type, schema_version, payload_json, event_hash, created_at"
 
@@ -66,6 +66,8 @@ class SqliteStore:
         self._clock = clock
         self._lock = threading.Lock()
         try:
+            # timeout= is SQLite's busy_timeout; isolation_level=None leaves every BEGIN
+            # and COMMIT to _transaction; any worker thread may call, under self._lock.
             self._conn = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
@@ -80,7 +82,6 @@ class SqliteStore:
                 )
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             migrations.migrate(
                 self._conn, migrations.SQLITE, location=str(path), now=self._timestamp
             )
@@ -157,7 +158,7 @@ class SqliteStore:
                 bad_seq=head[0] + 1,
             )
         cursor.executemany(
-            f"INSERT INTO kairo_execution_events ({_INSERT})",
+            _INSERT_EVENT,
             [
                 (
                     execution_id,
@@ -314,7 +315,7 @@ class SqliteStore:
                 (execution_id,),
             )
             return chain.verify_chain(
-                execution_id, _parsed(execution_id, rows), head_seq, head_hash
+                execution_id, chain.parse_rows(execution_id, rows), head_seq, head_hash
             )
 
     def close(self) -> None:
@@ -331,22 +332,3 @@ class SqliteStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _parsed(execution_id: str, rows: Iterator[Any]) -> Iterator[StoredEvent]:
-    """Rows as events, lazily (a long log is never held whole); a payload that is not
-    JSON fails at its seq, unless an earlier seq is missing, which verify_chain reports."""
-    for position, (seq, event_id, kind, version, text, digest, at) in enumerate(rows):
-        try:
-            payload = json.loads(text)
-        except (TypeError, ValueError):
-            if seq != position:
-                payload = {}  # the gap at `position` is the first fault; let it be named
-            else:
-                raise LogVerificationError(
-                    f"the event log of {execution_id} fails verification at seq {seq}:"
-                    " its payload is not JSON",
-                    execution_id=execution_id,
-                    bad_seq=seq,
-                ) from None
-        yield StoredEvent(execution_id, seq, event_id, kind, version, payload, digest, at)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -255,3 +257,46 @@ def test_status_json_has_the_fields_of_cli_md(kairo: Kairo, repo: Path) -> None:
     assert verified.returncode == 0 and str(status["head"]["seq"]) in verified.stdout
     lines = kairo.run("events", status["execution_id"], "--json").stdout.splitlines()
     assert [json.loads(line)["seq"] for line in lines] == list(range(len(lines)))
+
+
+def test_the_tmux_session_has_a_live_view_and_titled_agent_panes(kairo: Kairo, repo: Path) -> None:
+    seed_project(repo)
+    assert kairo.run("start", str(kairo.write_plan(SIX_SUBTASKS)), "--wait").returncode == 1
+    session = kairo.json("status")["tmux_session"]
+    windows = kairo.tmux("list-windows", "-t", session, "-F", "#{window_name}").stdout.split()
+    assert windows == ["supervisor", "agents-1", "agents-2"]
+    panes = kairo.tmux(
+        "list-panes", "-s", "-t", session, "-F", "#{window_name} #{@kairo_title}"
+    ).stdout
+    titles = sorted(
+        line.split(" ", 1)[1] for line in panes.splitlines() if line.startswith("agents-")
+    )
+    assert titles == sorted(
+        [
+            "greet-soft · merged",
+            "greet-loud · conflicted",
+            "add-docs · merged",
+            "bump-version · merged",
+            "add-module · merged",
+            "use-module · merged",
+        ]
+    )
+    view = kairo.tmux("capture-pane", "-p", "-t", f"{session}:supervisor").stdout
+    assert "greet-loud" in view and "conflicted" in view and "FAILED" in view
+
+
+def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: slow\nagent: {kind: shell, run: 'sleep 1.5; echo x > x.txt'}\nsubtasks:\n  - id: x\n"
+    )
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 0, done.stderr
+    status = kairo.json("status")
+    assert status["status"] == "RUNNING"
+    pid = status["supervisor_pid"]
+    # A session leader of its own: the terminal that started it can close.
+    assert os.getsid(pid) == pid
+    deadline = time.monotonic() + 30
+    while kairo.json("status")["status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert kairo.json("status")["status"] == "COMPLETED"
