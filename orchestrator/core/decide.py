@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from orchestrator.core import events as ev
 from orchestrator.core.dag import merge_order
+from orchestrator.core.ids import idempotency_key
 from orchestrator.core.judge import judge_attempt, needs_verify
 from orchestrator.core.state import ACTIVE, TERMINAL, ExecutionState, SubtaskView
 
@@ -39,8 +40,8 @@ class PrepareWorkspace(Command):
 
 
 @dataclass(frozen=True)
-class LaunchAttempt(Command):
-    pass
+class OpenPane(Command):
+    """Write the attempt's files and start its runner in a tmux pane."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,12 @@ def decide(state: ExecutionState) -> Decision:
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
-    events: list[ev.ExecutionEvent] = [*_skips(state), *_schedules(state), *_judgements(state)]
+    events: list[ev.ExecutionEvent] = [
+        *_skips(state),
+        *_schedules(state),
+        *_attempt_starts(state),
+        *_judgements(state),
+    ]
     if events:
         # Decisions first: the commands they lead to are decided on the state they make.
         return Decision(events=tuple(events))
@@ -138,10 +144,34 @@ def _start_commit(state: ExecutionState, depends_on: tuple[str, ...]) -> str:
     return merge.merge_commit
 
 
+def _attempt_starts(state: ExecutionState) -> Iterator[ev.AttemptStarted]:
+    """Attempt N is decided, and recorded, before anything runs (store.md)."""
+    for view in state.subtasks.values():
+        attempt = view.current_attempt
+        if view.state not in ACTIVE or view.worktree is None:
+            continue
+        if attempt is None or attempt.interrupted:
+            number = len(view.attempts) + 1
+            assert view.head_commit is not None
+            yield ev.AttemptStarted(
+                subtask_id=view.id,
+                attempt=number,
+                idempotency_key=idempotency_key(state.execution_id, view.id, number, "agent"),
+                run_dir=attempt_run_dir(state.created.run_root, view.id, number),
+                start_commit=view.head_commit,
+            )
+
+
+def attempt_run_dir(run_root: str, subtask_id: str, attempt: int) -> str:
+    return f"{run_root.rstrip('/')}/{subtask_id}/{attempt}"
+
+
 def _judgements(state: ExecutionState) -> Iterator[ev.AttemptJudged]:
     for view in state.subtasks.values():
         attempt = view.current_attempt
-        if view.state not in ACTIVE or attempt is None or attempt.judged or not attempt.committed:
+        if view.state not in ACTIVE or attempt is None or attempt.finished:
+            continue
+        if not attempt.committed:
             continue
         spec = state.spec(view.id)
         if not needs_verify(spec, attempt):
@@ -156,8 +186,10 @@ def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
         if view.worktree is None:
             assert view.start_commit is not None
             yield PrepareWorkspace(subtask_id=view.id, start_commit=view.start_commit)
-        elif attempt is None:
-            yield LaunchAttempt(subtask_id=view.id, attempt=1)
+        elif attempt is None or attempt.finished:
+            continue  # an attempt is being decided
+        elif attempt.pane_id is None and not attempt.exited:
+            yield OpenPane(subtask_id=view.id, attempt=attempt.number)
         elif not attempt.exited:
             yield AwaitAttempt(subtask_id=view.id, attempt=attempt.number)
         elif not attempt.committed:

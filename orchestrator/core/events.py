@@ -39,6 +39,7 @@ class SupervisorStarted(_Event):
     type: Literal["supervisor_started"] = "supervisor_started"
     pid: int
     host: str
+    resumed: bool = False
 
 
 class IntegrationBranchCreated(_Event):
@@ -64,13 +65,22 @@ class WorkspaceCreated(_Event):
 
 
 class AttemptStarted(_Event):
+    """The decision to run attempt N, recorded before anything runs: after a crash, an
+    attempt with this event and no result is looked for in the world, never just rerun."""
+
     type: Literal["attempt_started"] = "attempt_started"
     subtask_id: str
     attempt: int
     idempotency_key: str
-    pane_id: str
     run_dir: str
-    start_commit: str
+    start_commit: str  # the last safe point: the branch head the attempt starts from
+
+
+class AttemptPaneOpened(_Event):
+    type: Literal["attempt_pane_opened"] = "attempt_pane_opened"
+    subtask_id: str
+    attempt: int
+    pane_id: str  # "" when recovery found the runner but not its pane
 
 
 class AttemptExited(_Event):
@@ -90,6 +100,28 @@ class VerifyFinished(_Event):
     attempt: int
     exit_code: int
     output_tail: str = ""
+
+
+class AttemptInterrupted(_Event):
+    """Recovery found the attempt's process gone with no result recorded.
+
+    Its changes since the safe point were saved on `recovery_ref` and its worktree reset
+    to `start_commit`. With `rerun`, another attempt follows; without, the subtask is
+    stopped until `resume --rerun-interrupted`.
+    """
+
+    type: Literal["attempt_interrupted"] = "attempt_interrupted"
+    subtask_id: str
+    attempt: int
+    recovery_ref: str | None
+    rerun: bool
+
+
+class SubtaskRerun(_Event):
+    """`resume --rerun-interrupted`: a subtask stopped by an interruption runs again."""
+
+    type: Literal["subtask_rerun"] = "subtask_rerun"
+    subtask_id: str
 
 
 class AttemptCommitted(_Event):
@@ -163,6 +195,12 @@ class ExecutionEnded(_Event):
     status: EndStatus
 
 
+class ExecutionReopened(_Event):
+    """An ended execution goes on: `resume --rerun-interrupted` of interrupted subtasks."""
+
+    type: Literal["execution_reopened"] = "execution_reopened"
+
+
 ExecutionEvent = Annotated[
     ExecutionCreated
     | SupervisorStarted
@@ -170,7 +208,10 @@ ExecutionEvent = Annotated[
     | SubtaskScheduled
     | WorkspaceCreated
     | AttemptStarted
+    | AttemptPaneOpened
     | AttemptExited
+    | AttemptInterrupted
+    | SubtaskRerun
     | AttemptCommitted
     | VerifyFinished
     | AttemptJudged
@@ -179,7 +220,8 @@ ExecutionEvent = Annotated[
     | SubtaskSkipped
     | SubtaskFailed
     | WorkspaceReleased
-    | ExecutionEnded,
+    | ExecutionEnded
+    | ExecutionReopened,
     Field(discriminator="type"),
 ]
 

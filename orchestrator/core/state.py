@@ -40,9 +40,11 @@ ACTIVE: frozenset[SubtaskStateName] = frozenset({"preparing", "running", "verify
 class AttemptView:
     number: int
     idempotency_key: str
-    pane_id: str
     run_dir: str
     start_commit: str
+    pane_id: str | None = None  # None until the pane is known to be open
+    interrupted: bool = False
+    recovery_ref: str | None = None
     exit_code: int | None = None
     output_tail: str = ""
     tokens: int = 0
@@ -64,6 +66,11 @@ class AttemptView:
     @property
     def judged(self) -> bool:
         return self.accepted is not None
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will happen to this attempt: judged, or cut short by a crash."""
+        return self.judged or self.interrupted
 
 
 @dataclass(frozen=True)
@@ -151,12 +158,27 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             attempt = AttemptView(
                 number=event.attempt,
                 idempotency_key=event.idempotency_key,
-                pane_id=event.pane_id,
                 run_dir=event.run_dir,
                 start_commit=event.start_commit,
             )
             view = state.subtask(sid)
             return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
+        case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id):
+            return _update_attempt(state, sid, pane_id=pane_id)
+        case ev.AttemptInterrupted(subtask_id=sid, recovery_ref=ref, rerun=rerun):
+            state = _update_attempt(state, sid, interrupted=True, recovery_ref=ref)
+            # The worktree was reset to the attempt's safe point.
+            state = _update(state, sid, head_commit=state.subtask(sid).attempts[-1].start_commit)
+            if rerun:
+                return state
+            saved = f"; its changes are saved on {ref}" if ref else ""
+            reason = (
+                f"interrupted: attempt {event.attempt} was cut short when its supervisor "
+                f"stopped{saved}; `kairo-orch resume --rerun-interrupted` runs it again"
+            )
+            return _update(state, sid, state="stopped", reason=reason)
+        case ev.SubtaskRerun(subtask_id=sid):
+            return _update(state, sid, state="running", reason=None)
         case ev.AttemptExited(subtask_id=sid):
             return _update_attempt(
                 state,
@@ -193,6 +215,8 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return _update(state, sid, worktree=None)
         case ev.ExecutionEnded(status=status):
             return replace(state, ended=status)
+        case ev.ExecutionReopened():
+            return replace(state, ended=None)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 

@@ -54,10 +54,6 @@ class RunFiles:
         return self.directory / "exit.json"
 
 
-def run_files(run_root: Path, subtask_id: str, attempt: int) -> RunFiles:
-    return RunFiles(run_root / subtask_id / str(attempt))
-
-
 def render_prompt(spec: ResolvedSubtask, feedback: str) -> str:
     # Plain replacement, not str.format: prompts are prose and may hold braces of their own.
     prompt = spec.prompt.replace("{files}", " ".join(spec.files))

@@ -15,6 +15,7 @@ import trio
 from agents.base import AttemptContext
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.commit import commit_all
@@ -24,10 +25,10 @@ from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_
 from orchestrator.git.repo import Identity
 from orchestrator.git.workspace import WorkspaceProvider
 from orchestrator.runtime.attempts import (
+    RunFiles,
     read_exit_record,
     read_token_usage,
     render_prompt,
-    run_files,
     write_attempt_files,
 )
 from orchestrator.runtime.processes import run_shell
@@ -57,8 +58,8 @@ async def execute(
             return await _create_integration_branch(edges, state)
         case cmd.PrepareWorkspace():
             return await _prepare_workspace(edges, state, command)
-        case cmd.LaunchAttempt():
-            return await _launch_attempt(edges, state, command)
+        case cmd.OpenPane():
+            return await _open_pane(edges, state, command)
         case cmd.AwaitAttempt():
             return await _await_attempt(edges, state, command)
         case cmd.CommitAttempt():
@@ -101,7 +102,7 @@ async def _prepare_workspace(
 def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str) -> AttemptContext:
     view = state.subtask(subtask_id)
     spec = state.spec(subtask_id)
-    files = run_files(Path(state.created.run_root), subtask_id, attempt)
+    files = attempt_files(state, subtask_id, attempt)
     assert view.worktree is not None
     return AttemptContext(
         execution_id=state.execution_id,
@@ -117,14 +118,18 @@ def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str
     )
 
 
-async def _launch_attempt(
-    edges: Edges, state: ExecutionState, command: cmd.LaunchAttempt
+def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFiles:
+    return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))
+
+
+async def _open_pane(
+    edges: Edges, state: ExecutionState, command: cmd.OpenPane
 ) -> list[ev.ExecutionEvent]:
     sid, number = command.subtask_id, command.attempt
     view = state.subtask(sid)
-    assert view.worktree is not None and view.head_commit is not None
+    assert view.worktree is not None
     context = _context(state, sid, number, feedback="")
-    files = run_files(Path(state.created.run_root), sid, number)
+    files = attempt_files(state, sid, number)
     pane_command = await trio.to_thread.run_sync(
         lambda: write_attempt_files(
             files,
@@ -141,22 +146,13 @@ async def _launch_attempt(
         command=pane_command,
         cwd=Path(view.worktree),
     )
-    return [
-        ev.AttemptStarted(
-            subtask_id=sid,
-            attempt=number,
-            idempotency_key=context.idempotency_key,
-            pane_id=pane.pane_id,
-            run_dir=str(files.directory),
-            start_commit=view.head_commit,
-        )
-    ]
+    return [ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id=pane.pane_id)]
 
 
 async def _await_attempt(
     edges: Edges, state: ExecutionState, command: cmd.AwaitAttempt
 ) -> list[ev.ExecutionEvent]:
-    files = run_files(Path(state.created.run_root), command.subtask_id, command.attempt)
+    files = attempt_files(state, command.subtask_id, command.attempt)
     while (record := await trio.to_thread.run_sync(read_exit_record, files)) is None:
         await edges.wakeup.wait(at_most=1.0)
     tokens = await trio.to_thread.run_sync(read_token_usage, files)

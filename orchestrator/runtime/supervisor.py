@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 # What a failed step of each command means for its subtask: the reason's stable word.
 _FAILURE_WORD: dict[type[cmd.Command], str] = {
     cmd.PrepareWorkspace: "setup_failed",
-    cmd.LaunchAttempt: "agent_failed",
+    cmd.OpenPane: "agent_failed",
     cmd.AwaitAttempt: "agent_failed",
     cmd.CommitAttempt: "agent_failed",
     cmd.RunVerify: "verify_failed",
@@ -95,7 +95,7 @@ async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None
         return
     view = state.subtask(subtask_id)
     attempt = view.current_attempt
-    if attempt is None:
+    if attempt is None or not attempt.pane_id:
         return
     try:
         await edges.tmux.set_pane_title(attempt.pane_id, f"{subtask_id} · {view.state}")

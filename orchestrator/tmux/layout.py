@@ -173,9 +173,12 @@ def pane_command(command: Sequence[str]) -> list[str]:
     return list(command) if len(command) > 1 else ["/bin/sh", "-c", 'exec "$0"', command[0]]
 
 
+WINDOW_FORMAT = "#{window_id}\t#{window_name}\t#{window_panes}"
+
+
 def next_window(windows: str, panes_per_window: int) -> tuple[AgentWindow | None, int]:
-    """From `list-windows -F '#{window_id}\t#{window_name}\t#{window_panes}'`: the newest
-    agents window if it has room, and the number the next new one gets."""
+    """From `list-windows -F WINDOW_FORMAT`: the newest agents window if it has room, and
+    the number the next new one gets."""
     newest: AgentWindow | None = None
     number = 0
     for line in windows.splitlines():

@@ -95,19 +95,9 @@ class World:
                         subtask_id=sid, path=f"/w/{sid}", branch=f"b/{sid}", commit=commit
                     )
                 ]
-            case cmd.LaunchAttempt():
+            case cmd.OpenPane(attempt=number):
                 self.launched.append(sid)
-                head = state.subtask(sid).head_commit or BASE
-                return [
-                    ev.AttemptStarted(
-                        subtask_id=sid,
-                        attempt=1,
-                        idempotency_key="k",
-                        pane_id="%1",
-                        run_dir="/runs",
-                        start_commit=head,
-                    )
-                ]
+                return [ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id="%1")]
             case cmd.AwaitAttempt():
                 return [
                     ev.AttemptExited(
@@ -163,6 +153,19 @@ def run(state: ExecutionState, world: World, *, limit: int = 500) -> ExecutionSt
         else:
             return state
     raise AssertionError("the execution did not end")
+
+
+def finish_only(state: ExecutionState, world: World, sid: str) -> ExecutionState:
+    """Drive one subtask until it succeeded, leaving the others where decide puts them."""
+    while state.subtask(sid).state != "succeeded":
+        decision = decide(state)
+        if decision.events:
+            state = feed(state, decision.events)
+            continue
+        mine = [c for c in decision.commands if c.subtask_id == sid]
+        assert mine, decision
+        state = feed(state, world.answer(state, mine[0]))
+    return state
 
 
 def test_a_fresh_execution_first_creates_its_integration_branch() -> None:
@@ -229,15 +232,7 @@ def test_plan_order_merges_wait_for_earlier_subtasks() -> None:
     state = start(plan(subtask("a"), subtask("b")))
     world = World()
     # Finish b completely before a has even started its agent.
-    state = feed(state, decide(state).events)
-    for command in (
-        cmd.PrepareWorkspace(subtask_id="b", start_commit=BASE),
-        cmd.LaunchAttempt(subtask_id="b", attempt=1),
-        cmd.AwaitAttempt(subtask_id="b", attempt=1),
-        cmd.CommitAttempt(subtask_id="b", attempt=1),
-    ):
-        state = feed(state, world.answer(state, command))
-    state = feed(state, decide(state).events)  # judged: b succeeded
+    state = finish_only(state, world, "b")
     assert state.subtask("b").state == "succeeded"
     assert not any(isinstance(c, cmd.MergeSubtask) for c in decide(state).commands)
 
@@ -245,15 +240,7 @@ def test_plan_order_merges_wait_for_earlier_subtasks() -> None:
 def test_completion_order_merges_whatever_finished_first() -> None:
     state = start(plan(subtask("a"), subtask("b"), merge_order="completion"))
     world = World()
-    state = feed(state, decide(state).events)
-    for command in (
-        cmd.PrepareWorkspace(subtask_id="b", start_commit=BASE),
-        cmd.LaunchAttempt(subtask_id="b", attempt=1),
-        cmd.AwaitAttempt(subtask_id="b", attempt=1),
-        cmd.CommitAttempt(subtask_id="b", attempt=1),
-    ):
-        state = feed(state, world.answer(state, command))
-    state = feed(state, decide(state).events)
+    state = finish_only(state, world, "b")
     assert cmd.MergeSubtask(subtask_id="b") in decide(state).commands
 
 
