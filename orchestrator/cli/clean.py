@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 import trio
 
-from orchestrator.cli.context import Workspace, common_options, open_workspace, supervisor_alive
+from orchestrator.cli.context import Workspace, common_options, open_workspace
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.ownership import owner_alive
 from orchestrator.tmux.server import TmuxServer
 
 
@@ -25,8 +26,9 @@ from orchestrator.tmux.server import TmuxServer
 def clean(execution: str | None, force: bool, repo: Path, store_url: str | None) -> None:
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
     with open_workspace(repo, store_url) as ws:
-        state = ws.state(ws.resolve(execution))
-        if supervisor_alive(state):
+        execution_id = ws.resolve(execution)
+        state = ws.state(execution_id)
+        if owner_alive(ws.row(execution_id)):
             raise OwnershipError(
                 f"execution {state.execution_id} is still running (supervisor pid "
                 f"{state.supervisor_pid}); stop it before cleaning",

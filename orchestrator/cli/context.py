@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from orchestrator.core.status import effective_status
 from orchestrator.errors import UsageError
 from orchestrator.git.repo import RepoPaths, discover_repo
 from orchestrator.runtime.journal import read_state
+from orchestrator.runtime.ownership import owner_alive
 from orchestrator.store import open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
 
@@ -65,8 +64,8 @@ class Workspace:
     def state(self, execution_id: str) -> ExecutionState:
         return read_state(self.store, execution_id)
 
-    def status_of(self, state: ExecutionState) -> str:
-        return effective_status(state, supervisor_alive=supervisor_alive(state))
+    def status_of(self, state: ExecutionState, row: ExecutionRow) -> str:
+        return effective_status(state, supervisor_alive=owner_alive(row))
 
 
 @contextmanager
@@ -74,27 +73,3 @@ def open_workspace(repo: Path, store_url: str | None) -> Iterator[Workspace]:
     paths = discover_repo(repo)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
         yield Workspace(paths=paths, store=store, store_url=store_url)
-
-
-def supervisor_alive(state: ExecutionState) -> bool:
-    """Whether the supervisor that last started on this execution still runs.
-
-    On another host we cannot look; its lease will say (until then, assume it lives).
-    A pid that was reused by another program is not taken for the supervisor.
-    """
-    pid = state.supervisor_pid
-    if pid is None or state.ended is not None:
-        return False
-    if state.supervisor_host not in (None, socket.gethostname()):
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True
-    return b"orchestrator.runtime.daemon" in cmdline

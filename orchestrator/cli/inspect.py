@@ -25,7 +25,7 @@ def status(execution: str | None, as_json: bool, repo: Path, store_url: str | No
         state = ws.state(execution_id)
         document = status_document(
             state,
-            status=ws.status_of(state),
+            status=ws.status_of(state, row),
             version=row.version,
             head_seq=row.head_seq,
             head_hash=row.head_hash,
@@ -49,7 +49,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
                 {
                     "execution_id": row.execution_id,
                     "plan": row.plan_name,
-                    "status": ws.status_of(state),
+                    "status": ws.status_of(state, row),
                     "created_at": row.created_at,
                     "subtasks": len(state.subtasks),
                     "merged": len(state.merged),
@@ -108,8 +108,9 @@ def report(
 ) -> None:
     """The merge report: what merged, what conflicted and with what, what failed and why."""
     with open_workspace(repo, store_url) as ws:
-        state = ws.state(ws.resolve(execution))
-        document = build_report(state, ws.status_of(state))
+        execution_id = ws.resolve(execution)
+        state = ws.state(execution_id)
+        document = build_report(state, ws.status_of(state, ws.row(execution_id)))
     if as_json:
         click.echo(json.dumps(document, indent=2))
     elif as_markdown:

@@ -17,6 +17,7 @@ from orchestrator.errors import KairoError
 # the plan loader cost hundreds of milliseconds that `status --json` need not pay.
 _COMMANDS = {
     "start": "orchestrator.cli.start:start",
+    "resume": "orchestrator.cli.resume:resume",
     "status": "orchestrator.cli.inspect:status",
     "list": "orchestrator.cli.inspect:list_",
     "attach": "orchestrator.cli.watch:attach",

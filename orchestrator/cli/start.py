@@ -3,34 +3,24 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import click
 import trio
 from ulid import ULID
 
-from orchestrator.cli.context import Workspace, common_options, open_workspace, supervisor_alive
-from orchestrator.cli.plans import read_plan
-from orchestrator.cli.watch import exec_tmux
+from orchestrator.cli.context import Workspace, common_options, open_workspace
+from orchestrator.cli.launch import launch
+from orchestrator.cli.plans import PlanInRepo, read_plan
 from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
-from orchestrator.core.status import effective_status
-from orchestrator.errors import EnvironmentProblem, UsageError
+from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists
 from orchestrator.git.workspace import default_worktree_root
-from orchestrator.runtime.daemon import spawn_supervisor, supervisor_log_path
-from orchestrator.runtime.journal import read_state
 from orchestrator.store.base import NewEvent
 from orchestrator.tmux.server import tmux_version
-
-EXIT_FAILED = 1
-EXIT_SUPERVISOR_DIED = 6
-STARTUP_TIMEOUT_S = 20.0
-POLL_S = 0.1
 
 
 @click.command()
@@ -44,32 +34,18 @@ def start(
 ) -> None:
     """Validate PLAN, create an execution and start its supervisor."""
     with open_workspace(repo, store_url) as ws:
-        execution_id = trio.run(_create_execution, ws, plan)
-        state = read_state(ws.store, execution_id)
-        run_root = Path(state.created.run_root)
-        supervisor = spawn_supervisor(
-            execution_id, repo_root=ws.paths.toplevel, store_url=ws.store_url, run_root=run_root
-        )
-        _wait_until_supervised(ws, execution_id, supervisor, run_root)
-        click.echo(
-            f"started {state.plan.name} as {execution_id}: {len(state.subtasks)} subtasks, "
-            f"integration branch {state.created.integration_branch}",
-            err=True,
-        )
-        if wait:
-            raise SystemExit(_wait_until_ended(ws, execution_id))
-    if sys.stdin.isatty() and sys.stdout.isatty() and not detach:
-        exec_tmux(state.created.tmux_socket, state.created.tmux_session)
-    click.echo(
-        f"watch it: kairo-orch attach {short_id(execution_id)}    "
-        f"status: kairo-orch status {short_id(execution_id)}",
-        err=True,
-    )
+        trio.run(tmux_version)  # refuse before anything is created, not once agents start
+        checked = trio.run(read_plan, plan, ws.paths)
+        interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
+        if interrupted is not None:
+            _offer_resume(ws, interrupted, checked.loaded.plan.name, wait=wait, detach=detach)
+            return
+        execution_id = trio.run(_create_execution, ws, checked)
+        launch(ws, execution_id, wait=wait, detach=detach)
 
 
-async def _create_execution(ws: Workspace, plan_path: Path) -> str:
-    await tmux_version()  # refuse before anything is created, not once agents should start
-    checked = await read_plan(plan_path, ws.paths)
+async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
+    plan_path = checked.path
     plan = checked.loaded.plan
     for warning in checked.loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -102,6 +78,31 @@ async def _create_execution(ws: Workspace, plan_path: Path) -> str:
     return execution_id
 
 
+def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
+    for row in ws.store.list_executions():
+        if row.plan_name == plan_name and ws.status_of(ws.state(row.execution_id), row) == "PAUSED":
+            return row.execution_id
+    return None
+
+
+def _offer_resume(
+    ws: Workspace, execution_id: str, plan_name: str, *, wait: bool, detach: bool
+) -> None:
+    """An interrupted execution of the same plan is resumed, not silently run again."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
+        if click.confirm(question, default=True):
+            launch(ws, execution_id, wait=wait, detach=detach, resume=True)
+            return
+        raise UsageError("nothing started: say `kairo-orch start --fresh` to start anew")
+    raise OwnershipError(
+        f"execution {execution_id} of plan {plan_name} was interrupted: "
+        f"`kairo-orch resume {short_id(execution_id)}` goes on with it, "
+        "or `kairo-orch start --fresh` starts a new one",
+        execution_id=execution_id,
+    )
+
+
 def _require_adapters(plan: ResolvedPlan) -> None:
     from agents.registry import adapter_for
 
@@ -122,37 +123,3 @@ def _worktree_root(ws: Workspace, plan: ResolvedPlan, plan_path: Path) -> Path:
             f"{ws.paths.toplevel}; it must lie outside it"
         )
     return root
-
-
-def _wait_until_supervised(
-    ws: Workspace, execution_id: str, supervisor: subprocess.Popen[bytes], run_root: Path
-) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if read_state(ws.store, execution_id).supervisor_pid is not None:
-            return
-        if supervisor.poll() is not None:
-            break
-        time.sleep(POLL_S / 2)
-    log = supervisor_log_path(run_root)
-    raise EnvironmentProblem(
-        f"the supervisor of {execution_id} did not start; its log is {log}",
-        execution_id=execution_id,
-    )
-
-
-def _wait_until_ended(ws: Workspace, execution_id: str) -> int:
-    while True:
-        state = read_state(ws.store, execution_id)
-        if state.ended is not None:
-            return 0 if state.ended == "COMPLETED" else EXIT_FAILED
-        if not supervisor_alive(state):
-            status = effective_status(state, supervisor_alive=False)
-            click.echo(
-                f"kairo-orch: the supervisor of {execution_id} died before the execution "
-                f"ended; it is {status}. Its log: "
-                f"{supervisor_log_path(Path(state.created.run_root))}",
-                err=True,
-            )
-            return EXIT_SUPERVISOR_DIED
-        time.sleep(POLL_S)

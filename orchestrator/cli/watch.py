@@ -56,7 +56,7 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
                 state = ws.state(execution_id)
                 document = status_document(
                     state,
-                    status=ws.status_of(state),
+                    status=ws.status_of(state, row),
                     version=row.version,
                     head_seq=row.head_seq,
                     head_hash=row.head_hash,

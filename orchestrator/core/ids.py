@@ -41,6 +41,10 @@ def idempotency_key(execution_id: str, subtask_id: str, attempt: int, step: str)
     return hashlib.sha256(payload).hexdigest()[:32]
 
 
-def wake_channel(execution_id: str) -> str:
-    """The `tmux wait-for` channel on which in-pane runners wake the supervisor."""
-    return f"kairo-wake-{execution_id.lower()}"
+def wake_channel(execution_id: str, subtask_id: str, attempt: int) -> str:
+    """The `tmux wait-for` channel on which one attempt's runner wakes the supervisor.
+
+    One per attempt: tmux remembers a single signal sent while nobody waits, and a second
+    one on the same channel clears it, so a shared channel loses wake-ups.
+    """
+    return f"kairo-wake-{execution_id.lower()}-{subtask_id}-{attempt}"

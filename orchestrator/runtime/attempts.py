@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from agents.base import AttemptContext
 from agents.registry import adapter_for
+from agents.runner import runner_argv
 from orchestrator.core.plan import ResolvedSubtask
 
 # Variables of the supervisor itself that must not leak into an agent's world.
@@ -97,13 +97,14 @@ def write_attempt_files(
     fd = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(runner_spec, handle)
-    return [sys.executable, "-m", "agents.runner", str(files.spec)]
+    return runner_argv(str(files.spec))
 
 
 @dataclass(frozen=True)
 class ExitRecord:
     exit_code: int
     output_tail: str
+    interrupted: bool  # the runner itself was signalled (its pane or tmux server went away)
 
 
 def read_exit_record(files: RunFiles) -> ExitRecord | None:
@@ -113,8 +114,35 @@ def read_exit_record(files: RunFiles) -> ExitRecord | None:
     except FileNotFoundError:
         return None
     return ExitRecord(
-        exit_code=int(data["exit_code"]), output_tail=str(data.get("output_tail", ""))
+        exit_code=int(data["exit_code"]),
+        output_tail=str(data.get("output_tail", "")),
+        interrupted=data.get("runner_signal") is not None,
     )
+
+
+def runner_alive(files: RunFiles) -> bool:
+    """Whether the attempt's runner process still runs, found by its spec path.
+
+    The pid in its start record is tried first; without one (it may not have written it
+    yet) every process's command line is looked at, which finds it from its first instant.
+    """
+    needle = str(files.spec).encode()
+    try:
+        pid = int(json.loads(files.started.read_text(encoding="utf-8"))["pid"])
+        candidates: list[Path] = [Path(f"/proc/{pid}/cmdline")]
+    except (OSError, ValueError, KeyError):
+        candidates = list(Path("/proc").glob("[0-9]*/cmdline"))
+    for cmdline in candidates:
+        try:
+            if needle in cmdline.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def runner_ever_started(files: RunFiles) -> bool:
+    return files.started.exists() or files.exit.exists()
 
 
 def read_token_usage(files: RunFiles) -> int:

@@ -8,6 +8,7 @@ runs with the environment of the command that started it, which agents inherit i
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -20,10 +21,10 @@ from orchestrator import logs
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.git.repo import Identity, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
-from orchestrator.runtime.effects import Edges
+from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.journal import Journal, read_state
+from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.supervisor import supervise
-from orchestrator.runtime.wakeup import Wakeup
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
@@ -39,9 +40,19 @@ def report_path(run_root: Path) -> Path:
 
 
 def spawn_supervisor(
-    execution_id: str, *, repo_root: Path, store_url: str | None, run_root: Path
+    execution_id: str,
+    *,
+    repo_root: Path,
+    store_url: str | None,
+    run_root: Path,
+    handover_version: int,
+    resume: bool = False,
+    rerun_interrupted: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start the supervisor detached from this terminal (its own session, no tty)."""
+    """Start the supervisor detached from this terminal (its own session, no tty).
+
+    The caller has claimed the execution; `handover_version` passes that claim on.
+    """
     run_root.mkdir(parents=True, exist_ok=True)
     argv = [
         sys.executable,
@@ -50,11 +61,17 @@ def spawn_supervisor(
         execution_id,
         "--repo",
         str(repo_root),
+        "--handover-version",
+        str(handover_version),
     ]
     if store_url:
         argv += ["--store", store_url]
+    if resume:
+        argv.append("--resume")
+    if rerun_interrupted:
+        argv.append("--rerun-interrupted")
     with supervisor_log_path(run_root).open("ab") as log_file:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             argv,
             cwd=repo_root,
             stdin=subprocess.DEVNULL,
@@ -63,7 +80,6 @@ def spawn_supervisor(
             start_new_session=True,
             close_fds=True,
         )
-    return process
 
 
 def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
@@ -82,12 +98,30 @@ def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> 
     return argv
 
 
-async def run_supervisor(execution_id: str, repo_root: Path, store_url: str | None) -> int:
+async def run_supervisor(
+    execution_id: str,
+    repo_root: Path,
+    store_url: str | None,
+    *,
+    handover_version: int | None,
+    resume: bool,
+    rerun_interrupted: bool,
+) -> int:
     paths = discover_repo(repo_root)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+        structlog.contextvars.bind_contextvars(execution_id=execution_id)
+        me = owner_token()
+        row = await trio.to_thread.run_sync(
+            lambda: claim(
+                store,
+                execution_id,
+                owner=me,
+                status="RECOVERING" if resume else "RUNNING",
+                handover_version=handover_version,
+            )
+        )
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
-        structlog.contextvars.bind_contextvars(execution_id=execution_id)
         tmux = TmuxServer(created.tmux_socket)
         if not await tmux.has_session(created.tmux_session):
             await tmux.new_session(
@@ -102,11 +136,12 @@ async def run_supervisor(execution_id: str, repo_root: Path, store_url: str | No
             tmux=tmux,
             identity=await Identity.for_repo(paths.toplevel),
             environment=dict(os.environ),
-            wakeup=Wakeup(),
         )
-        final = await supervise(Journal(store, state), edges)
+        journal = Journal(store, state, owner=me, version=row.version)
+        final = await supervise(journal, edges, resumed=resume, rerun_interrupted=rerun_interrupted)
         report = to_markdown(build_report(final, final.status))
-        report_path(Path(created.run_root)).write_text(report, encoding="utf-8")
+        await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
+        await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
 
@@ -116,10 +151,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("execution_id")
     parser.add_argument("--repo", type=Path, required=True)
     parser.add_argument("--store", default=None)
+    parser.add_argument("--handover-version", type=int, default=None)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--rerun-interrupted", action="store_true")
     args = parser.parse_args(argv)
     logs.configure(sys.stdout)
     try:
-        return trio.run(run_supervisor, args.execution_id, args.repo, args.store)
+        return trio.run(
+            functools.partial(
+                run_supervisor,
+                args.execution_id,
+                args.repo,
+                args.store,
+                handover_version=args.handover_version,
+                resume=args.resume,
+                rerun_interrupted=args.rerun_interrupted,
+            )
+        )
     except BaseException:
         log.exception("supervisor_crashed")
         raise

@@ -6,8 +6,6 @@ what happened; none of them changes the state itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -15,39 +13,24 @@ import trio
 from agents.base import AttemptContext
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
-from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import changed_paths, diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
 from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_parse
-from orchestrator.git.repo import Identity
-from orchestrator.git.workspace import WorkspaceProvider
 from orchestrator.runtime.attempts import (
-    RunFiles,
     read_exit_record,
     read_token_usage,
     render_prompt,
+    runner_alive,
     write_attempt_files,
 )
+from orchestrator.runtime.edges import Edges, attempt_files
 from orchestrator.runtime.processes import run_shell
-from orchestrator.runtime.wakeup import Wakeup
-from orchestrator.tmux.server import TmuxServer
+from orchestrator.runtime.recovery import interrupt
 
 OUTPUT_TAIL_BYTES = 4096
-
-
-@dataclass
-class Edges:
-    """Everything at the edge that a supervisor of one execution talks to."""
-
-    repo_root: Path
-    workspaces: WorkspaceProvider
-    tmux: TmuxServer
-    identity: Identity
-    environment: Mapping[str, str]  # of the command that started or resumed the supervisor
-    wakeup: Wakeup
 
 
 async def execute(
@@ -118,10 +101,6 @@ def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str
     )
 
 
-def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFiles:
-    return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))
-
-
 async def _open_pane(
     edges: Edges, state: ExecutionState, command: cmd.OpenPane
 ) -> list[ev.ExecutionEvent]:
@@ -137,7 +116,7 @@ async def _open_pane(
             context=context,
             base_environment=edges.environment,
             tmux_socket=state.created.tmux_socket,
-            wake_channel=wake_channel(state.execution_id),
+            wake_channel=wake_channel(state.execution_id, sid, number),
         )
     )
     pane = await edges.tmux.open_agent_pane(
@@ -152,9 +131,21 @@ async def _open_pane(
 async def _await_attempt(
     edges: Edges, state: ExecutionState, command: cmd.AwaitAttempt
 ) -> list[ev.ExecutionEvent]:
+    """Wait for the runner's exit record; a runner gone without one was interrupted."""
     files = attempt_files(state, command.subtask_id, command.attempt)
+    channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
+    missing = 0
     while (record := await trio.to_thread.run_sync(read_exit_record, files)) is None:
-        await edges.wakeup.wait(at_most=1.0)
+        # The runner's signal wakes us within milliseconds; the timeout covers a runner
+        # that could not signal (its tmux server gone) and lets us look for it.
+        with trio.move_on_after(1.0):
+            await edges.tmux.wait_for(channel)
+        # Twice in a row, a second apart: a runner that is just being exec'd is not dead.
+        missing = 0 if await trio.to_thread.run_sync(runner_alive, files) else missing + 1
+        if missing >= 2 and await trio.to_thread.run_sync(read_exit_record, files) is None:
+            return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
+    if record.interrupted:
+        return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
     tokens = await trio.to_thread.run_sync(read_token_usage, files)
     return [
         ev.AttemptExited(

@@ -13,9 +13,12 @@ from collections.abc import Sequence
 import structlog
 import trio
 
+from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState, apply, fold
-from orchestrator.store.base import DurableExecutionStore, NewEvent
+from orchestrator.errors import OwnershipError
+from orchestrator.runtime.ownership import HEARTBEAT_SECONDS, lease_deadline
+from orchestrator.store.base import ConcurrentUpdate, DurableExecutionStore, NewEvent, StoredEvent
 
 log = structlog.get_logger(__name__)
 
@@ -23,17 +26,35 @@ CRASH_AFTER_VARIABLE = "KAIRO_FAULT_CRASH_AFTER_EVENT"
 
 
 def read_state(store: DurableExecutionStore, execution_id: str) -> ExecutionState:
+    """The folded state: from the latest checkpoint when it still matches the log."""
+    row = store.get_execution(execution_id)
+    restored = checkpoints.restore(row.checkpoint_json) if row is not None else None
+    if restored is not None:
+        state, seq, event_hash = restored
+        stored = store.read_events(execution_id, after_seq=seq - 1)
+        if stored and stored[0].seq == seq and stored[0].event_hash == event_hash:
+            for row_event in stored[1:]:
+                state = apply(
+                    state, ev.from_record(row_event.event_type, row_event.payload), row_event.seq
+                )
+            return state
     stored = store.read_events(execution_id)
     return fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
 
 
 class Journal:
-    def __init__(self, store: DurableExecutionStore, state: ExecutionState) -> None:
+    """Appends as the owner of the execution: every write says which version it expects."""
+
+    def __init__(
+        self, store: DurableExecutionStore, state: ExecutionState, *, owner: str, version: int
+    ) -> None:
         self._store = store
         self._lock = trio.Lock()
         self._appended = 0
         crash_after = os.environ.get(CRASH_AFTER_VARIABLE, "")
         self._crash_after = int(crash_after) if crash_after.isdigit() else None
+        self.owner = owner
+        self.version = version
         self.state = state
         self.changed = trio.Event()
 
@@ -49,22 +70,70 @@ class Journal:
         ]
         async with self._lock:
             status = self._status_after(events)
-            stored = await trio.to_thread.run_sync(
-                lambda: self._store.append(self.execution_id, records, status=status)
-            )
+            stored = await trio.to_thread.run_sync(self._append_sync, records, status)
             state = self.state
             for event, row in zip(events, stored, strict=True):
                 state = apply(state, event, row.seq)
                 log.info("event", event_type=event.type, seq=row.seq, **_subtask_of(event))
                 self._count_for_fault_injection()
             self.state = state
+            if any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
+                last = stored[-1]
+                snapshot = checkpoints.snapshot(state, last.seq, last.event_hash)
+                await trio.to_thread.run_sync(
+                    self._store.save_checkpoint, self.execution_id, snapshot
+                )
         self._wake()
         return state
+
+    def _append_sync(self, records: list[NewEvent], status: str | None) -> list[StoredEvent]:
+        try:
+            stored = self._store.append(
+                self.execution_id, records, expected_version=self.version, status=status
+            )
+        except ConcurrentUpdate:
+            raise OwnershipError(
+                f"execution {self.execution_id} was taken over by another supervisor; "
+                "this one stops",
+                execution_id=self.execution_id,
+            ) from None
+        self.version += 1
+        return stored
+
+    async def set_status(self, status: str, *, release: bool = False) -> None:
+        """Renew the lease (the heartbeat), change the row's status, or let go of it."""
+        async with self._lock:
+
+            def update() -> None:
+                row = self._store.set_status(
+                    self.execution_id,
+                    status,
+                    owner=None if release else self.owner,
+                    lease_expires_at=None if release else lease_deadline(),
+                    expected_version=self.version,
+                )
+                self.version = row.version
+
+            try:
+                await trio.to_thread.run_sync(update)
+            except ConcurrentUpdate:
+                raise OwnershipError(
+                    f"execution {self.execution_id} was taken over by another supervisor",
+                    execution_id=self.execution_id,
+                ) from None
+
+    async def keep_lease(self, status: str) -> None:
+        """Run until cancelled: renew the lease well before it runs out."""
+        while True:
+            await trio.sleep(HEARTBEAT_SECONDS)
+            await self.set_status(status)
 
     def _status_after(self, events: Sequence[ev.ExecutionEvent]) -> str | None:
         for event in events:
             if isinstance(event, ev.ExecutionEnded):
                 return event.status
+            if isinstance(event, ev.ExecutionReopened):
+                return "RUNNING"
         return None
 
     def _count_for_fault_injection(self) -> None:

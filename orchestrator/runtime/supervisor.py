@@ -18,11 +18,12 @@ import trio
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.decide import decide
-from orchestrator.core.ids import wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
-from orchestrator.runtime.effects import Edges, execute
+from orchestrator.runtime.edges import Edges
+from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.recovery import reconcile
 
 log = structlog.get_logger(__name__)
 
@@ -38,12 +39,24 @@ _FAILURE_WORD: dict[type[cmd.Command], str] = {
 }
 
 
-async def supervise(journal: Journal, edges: Edges) -> ExecutionState:
-    """Run the execution to its end; return the final state."""
-    await journal.append([ev.SupervisorStarted(pid=getpid(), host=socket.gethostname())])
+async def supervise(
+    journal: Journal, edges: Edges, *, resumed: bool = False, rerun_interrupted: bool = False
+) -> ExecutionState:
+    """Run the execution to its end; return the final state.
+
+    A resumed supervisor first reconciles the log with the world (recovery.py), so that
+    nothing it decides rests on a step the log does not know the outcome of.
+    """
+    started = ev.SupervisorStarted(pid=getpid(), host=socket.gethostname(), resumed=resumed)
+    await journal.append([started])
+    if resumed:
+        await journal.append(
+            await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
+        )
+        await journal.set_status("RUNNING")
     in_flight: set[tuple[str, str, int]] = set()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(edges.wakeup.listen, edges.tmux, wake_channel(journal.execution_id))
+        nursery.start_soon(journal.keep_lease, "RUNNING")
         while True:
             decision = decide(journal.state)
             if decision.events:

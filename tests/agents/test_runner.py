@@ -235,6 +235,20 @@ async def test_nothing_of_the_group_outlives_the_agent(tmux: TmuxServer, tmp_pat
     assert process_gone(int((tmp_path / "gc.pid").read_text()))
 
 
+async def test_runner_argv_ignores_an_agents_package_in_the_worktree(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # `python -m agents.runner` in this cwd would run the repository's own agents/runner.py.
+    decoy = tmp_path / "agents"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("")
+    (decoy / "runner.py").write_text("raise SystemExit('the worktree decoy ran')\n")
+
+    attempt = await start(tmux, tmp_path, sh("echo real"))
+
+    assert (await attempt.wait_exit(tmux))["output_tail"] == "real\n"
+
+
 def _run_directly(tmp_path: Path, spec: object) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))

@@ -33,9 +33,11 @@ async def private_tmux_server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     try:
         yield server
     finally:
-        with trio.CancelScope(shield=True):  # a failed or cancelled test still cleans up
-            await server.kill_server()
-        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            with trio.CancelScope(shield=True):  # a failed or cancelled test still cleans up
+                await server.kill_server()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

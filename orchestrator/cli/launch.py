@@ -1,0 +1,102 @@
+"""Handing an execution to a new supervisor process, for `start` and `resume` alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.context import Workspace
+from orchestrator.cli.watch import exec_tmux
+from orchestrator.core.ids import short_id
+from orchestrator.core.status import effective_status
+from orchestrator.errors import EnvironmentProblem
+from orchestrator.runtime.daemon import spawn_supervisor, supervisor_log_path
+from orchestrator.runtime.ownership import claim, owner_alive, owner_token
+
+EXIT_FAILED = 1
+EXIT_SUPERVISOR_DIED = 6
+STARTUP_TIMEOUT_S = 20.0
+POLL_S = 0.05
+
+
+def launch(
+    ws: Workspace,
+    execution_id: str,
+    *,
+    wait: bool,
+    detach: bool,
+    resume: bool = False,
+    rerun_interrupted: bool = False,
+) -> None:
+    """Claim the execution (exit 4 if it is owned), start its supervisor, then wait for
+    its end (`wait`), attach to its tmux session (a terminal, no `detach`) or return."""
+    row = claim(
+        ws.store, execution_id, owner=owner_token(), status="RECOVERING" if resume else "RUNNING"
+    )
+    state = ws.state(execution_id)
+    run_root = Path(state.created.run_root)
+    supervisor = spawn_supervisor(
+        execution_id,
+        repo_root=ws.paths.toplevel,
+        store_url=ws.store_url,
+        run_root=run_root,
+        handover_version=row.version,
+        resume=resume,
+        rerun_interrupted=rerun_interrupted,
+    )
+    _wait_until_supervised(ws, execution_id, supervisor, run_root)
+    verb = "resumed" if resume else "started"
+    click.echo(
+        f"{verb} {state.plan.name} as {execution_id}: {len(state.subtasks)} subtasks, "
+        f"integration branch {state.created.integration_branch}",
+        err=True,
+    )
+    if wait:
+        raise SystemExit(wait_until_ended(ws, execution_id))
+    if sys.stdin.isatty() and sys.stdout.isatty() and not detach:
+        exec_tmux(state.created.tmux_socket, state.created.tmux_session)
+    click.echo(
+        f"watch it: kairo-orch attach {short_id(execution_id)}    "
+        f"status: kairo-orch status {short_id(execution_id)}",
+        err=True,
+    )
+
+
+def _wait_until_supervised(
+    ws: Workspace, execution_id: str, supervisor: subprocess.Popen[bytes], run_root: Path
+) -> None:
+    expected = owner_token(supervisor.pid)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ws.row(execution_id).owner == expected:
+            return
+        if supervisor.poll() is not None:
+            break
+        time.sleep(POLL_S)
+    raise EnvironmentProblem(
+        f"the supervisor of {execution_id} did not start; its log is "
+        f"{supervisor_log_path(run_root)}",
+        execution_id=execution_id,
+    )
+
+
+def wait_until_ended(ws: Workspace, execution_id: str) -> int:
+    while True:
+        state = ws.state(execution_id)
+        if state.ended is not None:
+            return 0 if state.ended == "COMPLETED" else EXIT_FAILED
+        row = ws.row(execution_id)
+        if not owner_alive(row):
+            status = effective_status(state, supervisor_alive=False)
+            click.echo(
+                f"kairo-orch: the supervisor of {execution_id} died before the execution "
+                f"ended; it is {status}, and `kairo-orch resume {short_id(execution_id)}` goes "
+                f"on. Its log: {supervisor_log_path(Path(state.created.run_root))}",
+                err=True,
+            )
+            return EXIT_SUPERVISOR_DIED
+        time.sleep(POLL_S * 2)

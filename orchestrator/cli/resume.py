@@ -1,0 +1,52 @@
+"""`resume`: verify an interrupted execution's log, then hand it to a new supervisor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.context import common_options, open_workspace
+from orchestrator.cli.launch import launch, wait_until_ended
+
+
+@click.command()
+@click.argument("execution", required=False)
+@click.option("--wait", is_flag=True, help="Block until the execution ends; exit with its outcome.")
+@click.option("--detach", is_flag=True, help="Do not attach to the tmux session.")
+@click.option(
+    "--rerun-interrupted",
+    is_flag=True,
+    help="Run again the attempts of non-idempotent agents that an interruption cut short.",
+)
+@common_options
+def resume(
+    execution: str | None,
+    wait: bool,
+    detach: bool,
+    rerun_interrupted: bool,
+    repo: Path,
+    store_url: str | None,
+) -> None:
+    """Recover an interrupted execution (the newest when ID is left out) and go on."""
+    with open_workspace(repo, store_url) as ws:
+        execution_id = ws.resolve(execution)
+        ws.store.verify(execution_id)  # before anything else: a tampered log is refused (exit 3)
+        state = ws.state(execution_id)
+        rerunnable = rerun_interrupted and any(
+            v.state == "stopped" and v.current_attempt is not None and v.current_attempt.interrupted
+            for v in state.subtasks.values()
+        )
+        if state.ended is not None and not rerunnable:
+            click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
+            if wait:
+                raise SystemExit(wait_until_ended(ws, execution_id))
+            return
+        launch(
+            ws,
+            execution_id,
+            wait=wait,
+            detach=detach,
+            resume=True,
+            rerun_interrupted=rerun_interrupted,
+        )

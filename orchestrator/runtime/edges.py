@@ -1,0 +1,29 @@
+"""What a supervisor of one execution talks to at the edge, and where its attempts live."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.core.decide import attempt_run_dir
+from orchestrator.core.state import ExecutionState
+from orchestrator.git.repo import Identity
+from orchestrator.git.workspace import WorkspaceProvider
+from orchestrator.runtime.attempts import RunFiles
+from orchestrator.tmux.server import TmuxServer
+
+
+@dataclass
+class Edges:
+    """Everything at the edge that a supervisor of one execution talks to."""
+
+    repo_root: Path
+    workspaces: WorkspaceProvider
+    tmux: TmuxServer
+    identity: Identity
+    environment: Mapping[str, str]  # of the command that started or resumed the supervisor
+
+
+def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFiles:
+    return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))

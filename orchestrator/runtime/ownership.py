@@ -1,0 +1,96 @@
+"""Who supervises an execution: one owner at a time, shown by a lease on its row.
+
+The owner is `host:pid`. On this host a supervisor is alive while its pid runs a kairo
+process; on another host we cannot look, so its lease (renewed by a heartbeat) must not
+have expired. Taking ownership is a compare-and-swap on the row's `version`, so of two
+`resume`s racing for one execution exactly one wins and the other exits 4.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from orchestrator.errors import OwnershipError
+from orchestrator.store.base import (
+    ConcurrentUpdate,
+    DurableExecutionStore,
+    ExecutionRow,
+    format_timestamp,
+)
+
+LEASE = timedelta(seconds=15)
+HEARTBEAT_SECONDS = 5.0
+
+
+def owner_token(pid: int | None = None) -> str:
+    return f"{socket.gethostname()}:{pid if pid is not None else os.getpid()}"
+
+
+def _split(owner: str) -> tuple[str, int | None]:
+    host, _, pid = owner.rpartition(":")
+    return host, int(pid) if pid.isdigit() else None
+
+
+def lease_deadline(now: datetime | None = None) -> str:
+    return format_timestamp((now or datetime.now(UTC)) + LEASE)
+
+
+def owner_alive(row: ExecutionRow, now: datetime | None = None) -> bool:
+    if not row.owner:
+        return False
+    host, pid = _split(row.owner)
+    if host == socket.gethostname() and pid is not None:
+        return kairo_process_alive(pid)
+    if not row.lease_expires_at:
+        return False
+    return row.lease_expires_at > format_timestamp(now or datetime.now(UTC))
+
+
+def kairo_process_alive(pid: int) -> bool:
+    """Whether `pid` runs, and runs kairo-orch (not a reused pid, not a zombie)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"orchestrator" in cmdline or b"kairo-orch" in cmdline
+
+
+def claim(
+    store: DurableExecutionStore,
+    execution_id: str,
+    *,
+    owner: str,
+    status: str,
+    handover_version: int | None = None,
+) -> ExecutionRow:
+    """Become the owner, or raise OwnershipError (exit 4) naming who owns it.
+
+    `handover_version` is the row version that the command which spawned us left after
+    claiming the execution for us: with it, that owner's claim passes to us.
+    """
+    row = store.get_execution(execution_id)
+    if row is None:
+        raise OwnershipError(f"no execution {execution_id}", execution_id=execution_id)
+    handed_over = handover_version is not None and row.version == handover_version
+    if not handed_over and row.owner != owner and owner_alive(row):
+        raise OwnershipError(
+            f"execution {execution_id} is supervised by {row.owner} already "
+            f"(lease until {row.lease_expires_at}); `kairo-orch attach` shows it",
+            execution_id=execution_id,
+        )
+    try:
+        return store.set_status(
+            execution_id,
+            status,
+            owner=owner,
+            lease_expires_at=lease_deadline(),
+            expected_version=row.version,
+        )
+    except ConcurrentUpdate:
+        raise OwnershipError(
+            f"execution {execution_id} was claimed by another supervisor at the same moment",
+            execution_id=execution_id,
+        ) from None

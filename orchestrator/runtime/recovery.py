@@ -1,0 +1,114 @@
+"""Recovery: make the log and the world agree again before the supervisor goes on.
+
+The log says what was decided and what was done; the world (run directories, runner
+processes, worktrees) may be further along than the log (a runner finished while no
+supervisor listened) or behind it (a process died). For each unfinished attempt:
+
+- the runner left an exit record        -> its result is recorded, nothing reruns
+- the runner still runs                 -> re-attached: waited for, never started again
+- it never started (no record, no pid)  -> nothing ran; the attempt's pane is opened now
+- it started and is gone, no result     -> interrupted: its changes since the safe point
+  go to a recovery ref, the worktree is reset to the safe point, and the agent reruns
+  only if it is idempotent (or the user said --rerun-interrupted); else it is stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+import trio
+
+from orchestrator.core import events as ev
+from orchestrator.core.ids import short_id
+from orchestrator.core.state import ACTIVE, ExecutionState, SubtaskView
+from orchestrator.git.recovery import reset_worktree, save_worktree_state
+from orchestrator.runtime.attempts import (
+    read_exit_record,
+    read_token_usage,
+    runner_alive,
+    runner_ever_started,
+)
+from orchestrator.runtime.edges import Edges, attempt_files
+
+log = structlog.get_logger(__name__)
+
+
+async def reconcile(
+    edges: Edges, state: ExecutionState, *, rerun_interrupted: bool
+) -> list[ev.ExecutionEvent]:
+    events: list[ev.ExecutionEvent] = []
+    reruns = [
+        ev.SubtaskRerun(subtask_id=view.id)
+        for view in state.subtasks.values()
+        if rerun_interrupted and view.state == "stopped" and _was_interrupted(view)
+    ]
+    if reruns and state.ended is not None:
+        events.append(ev.ExecutionReopened())
+    events += reruns
+    for view in state.subtasks.values():
+        if view.state in ACTIVE:
+            events += await _reconcile_attempt(edges, state, view, rerun_interrupted)
+    return events
+
+
+def _was_interrupted(view: SubtaskView) -> bool:
+    attempt = view.current_attempt
+    return attempt is not None and attempt.interrupted
+
+
+async def _reconcile_attempt(
+    edges: Edges, state: ExecutionState, view: SubtaskView, rerun_interrupted: bool
+) -> list[ev.ExecutionEvent]:
+    attempt = view.current_attempt
+    if attempt is None or attempt.finished or attempt.exited:
+        return []
+    files = attempt_files(state, view.id, attempt.number)
+    opened: list[ev.ExecutionEvent] = []
+    if attempt.pane_id is None and await trio.to_thread.run_sync(runner_ever_started, files):
+        opened = [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id="")]
+    record = await trio.to_thread.run_sync(read_exit_record, files)
+    if record is not None and not record.interrupted:
+        tokens = await trio.to_thread.run_sync(read_token_usage, files)
+        log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
+        return [
+            *opened,
+            ev.AttemptExited(
+                subtask_id=view.id,
+                attempt=attempt.number,
+                exit_code=record.exit_code,
+                output_tail=record.output_tail,
+                tokens=tokens,
+            ),
+        ]
+    if record is None and await trio.to_thread.run_sync(runner_alive, files):
+        log.info("reattached", subtask_id=view.id, attempt=attempt.number)
+        return opened
+    if record is None and not opened and attempt.pane_id is None:
+        return []  # it never started: OpenPane starts it, for the first time
+    return [*opened, await interrupt(edges, state, view.id, rerun_interrupted=rerun_interrupted)]
+
+
+async def interrupt(
+    edges: Edges, state: ExecutionState, subtask_id: str, *, rerun_interrupted: bool
+) -> ev.AttemptInterrupted:
+    """Save what the cut-short attempt left, reset its worktree to the safe point."""
+    view = state.subtask(subtask_id)
+    attempt = view.current_attempt
+    assert attempt is not None and view.worktree is not None
+    worktree = Path(view.worktree)
+    ref = None
+    if await trio.Path(worktree).is_dir():
+        ref = await save_worktree_state(
+            worktree,
+            ref=f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}",
+            safe_commit=attempt.start_commit,
+            message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
+            identity=edges.identity,
+        )
+        await reset_worktree(worktree, attempt.start_commit)
+    rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent
+    log.warning("interrupted", subtask_id=subtask_id, attempt=attempt.number, saved_on=ref)
+    return ev.AttemptInterrupted(
+        subtask_id=subtask_id, attempt=attempt.number, recovery_ref=ref, rerun=rerun
+    )
