@@ -62,10 +62,10 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
 
 
 @click.command()
-@click.argument("execution")
+@click.argument("execution", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @common_options
-def events(execution: str, as_json: bool, repo: Path, store_url: str | None) -> None:
+def events(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """The event log, oldest first."""
     with open_workspace(repo, store_url) as ws:
         stored = ws.store.read_events(ws.resolve(execution))
@@ -88,9 +88,9 @@ def events(execution: str, as_json: bool, repo: Path, store_url: str | None) -> 
 
 
 @click.command()
-@click.argument("execution")
+@click.argument("execution", required=False)
 @common_options
-def verify(execution: str, repo: Path, store_url: str | None) -> None:
+def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Verify the event log's hash chain and head."""
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)

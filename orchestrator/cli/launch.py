@@ -51,12 +51,12 @@ def launch(
     _wait_until_supervised(ws, execution_id, supervisor, run_root)
     verb = "resumed" if resume else "started"
     click.echo(
-        f"{verb} {state.plan.name} as {execution_id}: {len(state.subtasks)} subtasks, "
+        f"{verb} {state.plan.name} as {execution_id}: {_count(len(state.subtasks), 'subtask')}, "
         f"integration branch {state.created.integration_branch}",
         err=True,
     )
     if wait:
-        raise SystemExit(wait_until_ended(ws, execution_id))
+        raise SystemExit(wait_until_ended(ws, execution_id, after_seq=state.seq))
     if sys.stdin.isatty() and sys.stdout.isatty() and not detach:
         exec_tmux(state.created.tmux_socket, state.created.tmux_session)
     click.echo(
@@ -69,10 +69,11 @@ def launch(
 def _wait_until_supervised(
     ws: Workspace, execution_id: str, supervisor: subprocess.Popen[bytes], run_root: Path
 ) -> None:
-    expected = owner_token(supervisor.pid)
+    # Its supervisor_started event, not the row's owner: a quick execution may be over,
+    # its ownership let go, before we look.
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        if ws.row(execution_id).owner == expected:
+        if ws.state(execution_id).supervisor_pid == supervisor.pid:
             return
         if supervisor.poll() is not None:
             break
@@ -84,10 +85,19 @@ def _wait_until_supervised(
     )
 
 
-def wait_until_ended(ws: Workspace, execution_id: str) -> int:
+def wait_until_ended(ws: Workspace, execution_id: str, *, after_seq: int = -1) -> int:
+    """The outcome's exit code, once an end later than `after_seq` is in the log (a
+    reopened execution's old end does not count)."""
     while True:
         state = ws.state(execution_id)
-        if state.ended is not None:
+        if state.ended is not None and (state.ended_seq or 0) > after_seq:
+            merged = len(state.merged)
+            click.echo(
+                f"{execution_id} ended {state.ended}: {merged} of "
+                f"{_count(len(state.subtasks), 'subtask')} merged; "
+                f"`kairo-orch report {short_id(execution_id)}` says what happened",
+                err=True,
+            )
             return 0 if state.ended == "COMPLETED" else EXIT_FAILED
         row = ws.row(execution_id)
         if not owner_alive(row):
@@ -100,3 +110,7 @@ def wait_until_ended(ws: Workspace, execution_id: str) -> int:
             )
             return EXIT_SUPERVISOR_DIED
         time.sleep(POLL_S * 2)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

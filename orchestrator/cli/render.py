@@ -28,7 +28,9 @@ _STATE_STYLE = {
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    # Off a terminal (a pipe, a file) nothing is cut to 80 columns: ids and paths stay whole.
+    probe = Console()
+    return Console(highlight=False, width=None if probe.is_terminal else 240)
 
 
 def styled(word: str) -> str:
@@ -88,6 +90,14 @@ def event_line(seq: int, created_at: str, event_type: str, payload: dict[str, An
 
 
 def report(document: dict[str, Any]) -> None:
+    """Rendered Markdown on a terminal; the Markdown itself elsewhere (`--markdown` always)."""
+    from rich.markdown import Markdown
+
     from orchestrator.core.report import to_markdown
 
-    console().print(to_markdown(document), markup=False)
+    out = console()
+    text = to_markdown(document)
+    if out.is_terminal:
+        out.print(Markdown(text))
+    else:
+        out.print(text, markup=False)

@@ -18,6 +18,7 @@ from orchestrator.core.ids import default_integration_branch, short_id, tmux_ses
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists
+from orchestrator.git.repo import git
 from orchestrator.git.workspace import default_worktree_root
 from orchestrator.store.base import NewEvent
 from orchestrator.tmux.server import tmux_version
@@ -49,6 +50,13 @@ async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
     plan = checked.loaded.plan
     for warning in checked.loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
+    dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
+    if dirty.stdout.strip():
+        click.echo(
+            f"note: your checkout has uncommitted changes; the agents start from "
+            f"{checked.base_commit[:12] if checked.base_commit else 'the base'} without them",
+            err=True,
+        )
     _require_adapters(plan)
     assert checked.base_commit is not None
     execution_id = str(ULID())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from rich.live import Live
 from orchestrator.cli import render
 from orchestrator.cli.context import common_options, open_workspace
 from orchestrator.core.status import status_document
-from orchestrator.errors import EnvironmentProblem
+from orchestrator.errors import EnvironmentProblem, UsageError
 
 REFRESH_SECONDS = 0.5
 
@@ -26,6 +27,12 @@ def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Attach to (or switch to) the execution's tmux session."""
     with open_workspace(repo, store_url) as ws:
         state = ws.state(ws.resolve(execution))
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            f"attach needs a terminal; from a script, use `tmux"
+            f"{' -L ' + state.created.tmux_socket if state.created.tmux_socket else ''} "
+            f"capture-pane -p -t {state.created.tmux_session}`"
+        )
     exec_tmux(state.created.tmux_socket, state.created.tmux_session)
 
 

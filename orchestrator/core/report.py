@@ -44,7 +44,13 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         if v.state == "conflicted"
     ]
     unfinished = [
-        {**entry(v), "state": v.state, "reason": v.reason, "worktree": v.worktree}
+        {
+            **entry(v),
+            "state": v.state,
+            "reason": v.reason,
+            "worktree": v.worktree,
+            "output_tail": _output_tail(v),
+        }
         for v in views
         if v.state in ("failed", "skipped", "stopped")
     ]
@@ -62,6 +68,18 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         "stopped": [u for u in unfinished if u["state"] == "stopped"],
         "pending": [v.id for v in views if v.state not in _REPORTED],
     }
+
+
+TAIL_LINES = 12
+
+
+def _output_tail(view: SubtaskView) -> str:
+    """The last lines that explain a failure: the verify gate's output, else the agent's."""
+    attempt = view.current_attempt
+    if attempt is None:
+        return ""
+    text = attempt.verify_output_tail if attempt.verify_exit_code else attempt.output_tail
+    return "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
 
 
 _REPORTED = frozenset({"merged", "conflicted", "failed", "skipped", "stopped"})
@@ -106,6 +124,13 @@ def to_markdown(report: dict[str, Any]) -> str:
             for item in report[key]:
                 where = f" (worktree `{item['worktree']}`)" if item["worktree"] else ""
                 lines.append(f"- **{item['id']}**: {item['reason']}{where}")
+                if item["output_tail"]:
+                    lines += [
+                        "",
+                        "  ```",
+                        *(f"  {t}" for t in item["output_tail"].splitlines()),
+                        "  ```",
+                    ]
     lines += [
         "",
         "## Review",

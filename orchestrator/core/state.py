@@ -107,6 +107,7 @@ class ExecutionState:
     integration_head: str | None = None
     merged: tuple[str, ...] = ()  # subtask ids in the order they were merged
     ended: ev.EndStatus | None = None
+    ended_seq: int | None = None  # the seq of the execution_ended that ended it
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -214,9 +215,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.WorkspaceReleased(subtask_id=sid):
             return _update(state, sid, worktree=None)
         case ev.ExecutionEnded(status=status):
-            return replace(state, ended=status)
+            return replace(state, ended=status, ended_seq=seq)
         case ev.ExecutionReopened():
-            return replace(state, ended=None)
+            return replace(state, ended=None, ended_seq=None)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 

@@ -41,13 +41,15 @@ class Workspace:
 
 class WorkspaceProvider(Protocol):
     """Where subtasks work. LOCAL is a worktree of the user's repository; REMOTE_GIT
-    and EPHEMERAL (a clone elsewhere, a throwaway container) fit the same three calls."""
+    and EPHEMERAL (a clone elsewhere, a throwaway container) fit the same calls."""
 
     async def create(
         self, subtask_id: str, branch: str, base_commit: str, path: Path
     ) -> Workspace: ...
 
     async def release(self, workspace_path: Path) -> None: ...
+
+    async def adopt(self, subtask_id: str, branch: str, path: Path) -> Workspace | None: ...
 
     async def exists(self, path: Path) -> bool: ...
 
@@ -106,6 +108,34 @@ class LocalWorktreeProvider:
                     await git("branch", "-D", "--", branch, cwd=self.repo_root, check=False)
                 raise
         return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
+
+    async def adopt(self, subtask_id: str, branch: str, path: Path) -> Workspace | None:
+        """Finish a `create` that a crash cut short, or None when there is nothing to finish.
+
+        Only for a workspace whose creation was never recorded, so no agent has run in it:
+        its files are (re)filled from its branch, which is where `create` left it.
+        """
+        with error_context(subtask_id=subtask_id, branch=branch):
+            if not await branch_exists(self.repo_root, branch):
+                return None
+            path = await trio.to_thread.run_sync(_resolve, path)
+            if path not in await self._worktree_paths():
+                if await trio.Path(path).exists():
+                    raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
+                async with self._lock:
+                    await git("worktree", "prune", cwd=self.repo_root)
+                    await git(
+                        "worktree",
+                        "add",
+                        "--no-checkout",
+                        "--",
+                        str(path),
+                        branch,
+                        cwd=self.repo_root,
+                    )
+            await git("reset", "--hard", "--quiet", cwd=path)
+            head = await rev_parse(path, "HEAD")
+        return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
 
     async def release(self, workspace_path: Path) -> None:
         """Remove the worktree (modified and untracked files too); keep its branch.

@@ -74,7 +74,10 @@ async def _prepare_workspace(
     sid = command.subtask_id
     branch = subtask_branch(state.plan.name, state.execution_id, sid)
     path = Path(state.created.worktree_root) / sid
-    workspace = await edges.workspaces.create(sid, branch, command.start_commit, path)
+    # A crash may have cut an earlier create short: finish that one rather than fail.
+    workspace = await edges.workspaces.adopt(sid, branch, path)
+    if workspace is None:
+        workspace = await edges.workspaces.create(sid, branch, command.start_commit, path)
     return [
         ev.WorkspaceCreated(
             subtask_id=sid, path=str(workspace.path), branch=branch, commit=workspace.base_commit
@@ -220,7 +223,7 @@ async def _merge(
         target_ref=branch_ref(state.created.integration_branch),
         source_commit=view.head_commit,
         message=(
-            f"kairo: merge {sid}: {spec.title}\n\n"
+            f"kairo: merge {sid}{'' if spec.title == sid else ': ' + spec.title}\n\n"
             f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
         ),
         identity=edges.identity,

@@ -1,0 +1,276 @@
+"""Durable execution: a supervisor killed at any instant loses nothing and runs nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Kairo, git
+from tests.store.tamper import tampering
+
+pytestmark = pytest.mark.slow
+
+# Four subtasks: `b` conflicts with `a`, `c` depends on `a`. Each agent notes that it ran.
+CRASHY = """\
+version: 1
+name: crashy
+max_parallel: 2
+agent: {{kind: shell, run: "true"}}
+subtasks:
+  - id: a
+    agent: {{run: "echo a >> {runs}; sed -i 's/^one$/ONE/' f.txt"}}
+  - id: b
+    agent: {{run: "echo b >> {runs}; sed -i 's/^one$/Uno/' f.txt"}}
+  - id: c
+    depends_on: [a]
+    agent: {{run: "echo c >> {runs}; echo c > c.txt"}}
+  - id: d
+    agent: {{run: "echo d >> {runs}; echo d > d.txt"}}
+"""
+
+
+def seed(repo: Path) -> None:
+    (repo / "f.txt").write_text("one\ntwo\nthree\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "f")
+
+
+def outcome(kairo: Kairo) -> dict[str, Any]:
+    status = kairo.json("status")
+    return {
+        "tree": git(kairo.repo, "rev-parse", f"{status['integration_branch']}^{{tree}}").strip(),
+        "states": {s["id"]: s["state"] for s in status["subtasks"]},
+        "conflicts": {s["id"]: s["conflicts"] for s in status["subtasks"] if s["conflicts"]},
+        "status": status["status"],
+    }
+
+
+def wait_for(predicate: Any, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def clone_kairo(kairo: Kairo, repo: Path, name: str) -> Kairo:
+    env = dict(kairo.env, KAIRO_TMUX_SOCKET=f"{kairo.socket}-{name}")
+    return Kairo(repo=repo, env=env, socket=env["KAIRO_TMUX_SOCKET"])
+
+
+def test_a_crash_after_every_event_resumes_to_the_same_result(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    seed(repo)
+    template = tmp_path / "template"
+    shutil.copytree(repo, template)
+
+    baseline_runs = tmp_path / "baseline.runs"
+    plan = kairo.write_plan(CRASHY.format(runs=baseline_runs), "baseline.yaml")
+    assert kairo.run("start", str(plan), "--wait").returncode == 1
+    expected = outcome(kairo)
+    assert expected["conflicts"]["b"][0]["with"] == ["a"]
+    total_events = kairo.json("status")["head"]["seq"] + 1
+
+    def crash_at(n: int) -> tuple[int, dict[str, Any], list[str]]:
+        root = tmp_path / f"crash-{n}"
+        shutil.copytree(template, root / "project")
+        runner = clone_kairo(kairo, root / "project", str(n))
+        runs = root / "runs"
+        plan_n = root / "plan.yaml"
+        plan_n.write_text(CRASHY.format(runs=runs))
+        try:
+            crashed = subprocess.run(
+                [*runner_command(), "start", str(plan_n), "--wait"],
+                cwd=runner.repo,
+                env=dict(runner.env, KAIRO_FAULT_CRASH_AFTER_EVENT=str(n)),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert crashed.returncode in (1, 6), crashed.stderr
+            resumed = runner.run("resume", "--wait")
+            assert resumed.returncode == 1, resumed.stderr
+            return n, outcome(runner), sorted(runs.read_text().split())
+        finally:
+            runner.tmux("kill-server")
+
+    # Crash points 1..total-1: the supervisor appends every event but the first.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(crash_at, range(1, total_events)))
+    for n, got, runs in results:
+        assert got == expected, f"crash after event {n}"
+        assert runs == ["a", "b", "c", "d"], f"crash after event {n}: agents ran {runs}"
+
+
+def runner_command() -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli.main"]
+
+
+SLOW_PAIR = """\
+version: 1
+name: pair
+agent: {{kind: shell, run: "true"}}
+subtasks:
+  - id: left
+    agent:
+      run: 'echo left >> {runs}; echo partial > left.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then sleep {sleep}; fi; echo left > left.txt'
+      idempotent: true
+  - id: right
+    agent:
+      run: 'echo right >> {runs}; echo partial > right.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then sleep {sleep}; fi; echo right > right.txt'
+"""
+
+
+def running_agents(kairo: Kairo) -> int:
+    status = kairo.json("status")
+    run_root = Path(git(kairo.repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "runs"
+    started = list(run_root.glob(f"{status['execution_id']}/*/*/started.json"))
+    return len(started)
+
+
+def test_kill_9_while_two_agents_run_reattaches_them(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 2)
+    pid = kairo.json("status")["supervisor_pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    began = time.monotonic()
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert time.monotonic() - began < 30
+    assert sorted(runs.read_text().split()) == ["left", "right"]  # each agent ran once
+    status = kairo.json("status")
+    assert all(s["attempts"] == 1 for s in status["subtasks"])
+    branch = status["integration_branch"]
+    assert git(repo, "show", f"{branch}:left.txt") == "left\n"
+    assert git(repo, "show", f"{branch}:right.txt") == "right\n"
+    events = [
+        json.loads(line)
+        for line in kairo.run("events", status["execution_id"], "--json").stdout.splitlines()
+    ]
+    starts = [e for e in events if e["event_type"] == "supervisor_started"]
+    assert [e["payload"]["resumed"] for e in starts] == [False, True]
+
+
+def test_agents_gone_with_their_tmux_server_are_interrupted_and_rerun_only_when_allowed(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=60))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(
+        lambda: running_agents(kairo) == 2 and runs.exists() and len(runs.read_text().split()) == 2
+    )
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    kairo.tmux("kill-server")  # the agents die with their panes
+    wait_for(lambda: kairo.tmux("has-session").returncode != 0)
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 1, resumed.stderr
+    subtasks = {s["id"]: s for s in kairo.json("status")["subtasks"]}
+    assert subtasks["left"]["state"] == "merged"  # idempotent: run again
+    assert subtasks["left"]["attempts"] == 2
+    right = subtasks["right"]
+    assert right["state"] == "stopped"
+    assert right["reason"].startswith("interrupted:")
+    short = kairo.json("status")["execution_id"][-6:].lower()
+    recovery = f"refs/kairo/recovery/{short}/right/1"
+    assert recovery in right["reason"]
+    assert git(repo, "show", f"{recovery}:right.txt") == "partial\n"  # nothing lost
+    assert not (Path(right["worktree"]) / "right.txt").exists()  # reset to the safe point
+
+    rerun = kairo.run("resume", "--rerun-interrupted", "--wait")
+
+    assert rerun.returncode == 0, rerun.stderr
+    subtasks = {s["id"]: s for s in kairo.json("status")["subtasks"]}
+    assert subtasks["right"]["state"] == "merged" and subtasks["right"]["attempts"] == 2
+    assert sorted(runs.read_text().split()) == ["left", "left", "right", "right"]
+
+
+def test_two_concurrent_resumes_one_owns_the_other_exits_4(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 2)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    both = [
+        subprocess.Popen(
+            [*runner_command(), "resume", "--detach"],
+            cwd=repo,
+            env=kairo.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=60) for p in both]
+    codes = sorted(p.returncode for p in both)
+
+    assert codes == [0, 4], outputs
+    again = kairo.run("resume", "--detach")
+    assert again.returncode == 4 and "supervised by" in again.stderr
+    wait_for(lambda: kairo.json("status")["status"] == "COMPLETED", seconds=30)
+    assert sorted(runs.read_text().split()) == ["left", "right"]
+
+
+def test_a_tampered_log_is_refused_by_verify_and_resume(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: t\nagent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: x\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 0
+    execution_id = kairo.json("status")["execution_id"]
+    db = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "kairo.db"
+    with tampering(db) as connection:
+        connection.execute(
+            "UPDATE kairo_execution_events SET payload_json = replace(payload_json, 'x', 'y')"
+            " WHERE execution_id = ? AND seq = 5",
+            (execution_id,),
+        )
+
+    verified = kairo.run("verify", execution_id)
+    resumed = kairo.run("resume", execution_id, "--detach")
+
+    assert verified.returncode == 3 and "seq 5" in verified.stderr
+    assert resumed.returncode == 3 and "seq 5" in resumed.stderr
+
+
+def test_start_refuses_while_an_interrupted_execution_of_the_plan_exists(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    execution_id = kairo.json("status")["execution_id"]
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    again = kairo.run("start", str(plan), "--detach")
+
+    assert again.returncode == 4
+    assert f"kairo-orch resume {execution_id[-6:].lower()}" in again.stderr
+    listed = kairo.run("list").stdout
+    assert "interrupted" in listed
+    fresh = kairo.run("start", str(plan), "--fresh", "--detach")
+    assert fresh.returncode == 0, fresh.stderr
