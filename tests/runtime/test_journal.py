@@ -1,0 +1,92 @@
+"""The journal over a real SQLite store: checkpoints, ownership, fault injection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.core import events as ev
+from orchestrator.core.decide import CreateIntegrationBranch, decide
+from orchestrator.core.state import fold
+from orchestrator.errors import OwnershipError
+from orchestrator.runtime.journal import Journal, read_state
+from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.store.base import NewEvent
+from orchestrator.store.sqlite import SqliteStore
+from tests.core.test_decide import World, plan, run, start, subtask
+
+
+def recorded_run(tmp_path: Path) -> tuple[SqliteStore, str, list[ev.ExecutionEvent]]:
+    """A whole execution (decided by the core, answered by a scripted world), stored."""
+    final = run(start(plan(subtask("a"), subtask("b", "a"), subtask("c"))), World(conflicts=["c"]))
+    store = SqliteStore(tmp_path / "kairo.db")
+    created = final.created
+    store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+    return store, "E1", [created]
+
+
+async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(tmp_path: Path) -> None:
+    store, execution_id, _ = recorded_run(tmp_path)
+    state = read_state(store, execution_id)
+    row = claim(store, execution_id, owner="host:1", status="RUNNING")
+    journal = Journal(store, state, owner="host:1", version=row.version)
+    world = World(conflicts=["c"])
+    for _ in range(200):
+        decision = decide(journal.state)
+        if decision.events:
+            await journal.append(decision.events)
+        elif not decision.commands:
+            break
+        elif isinstance(decision.commands[0], CreateIntegrationBranch):
+            created = journal.state.created
+            await journal.append(
+                [
+                    ev.IntegrationBranchCreated(
+                        branch=created.integration_branch, commit=created.base_commit
+                    )
+                ]
+            )
+        else:
+            await journal.append(world.answer(journal.state, decision.commands[0]))
+    assert journal.state.ended == "FAILED"
+    row = store.get_execution(execution_id)
+    assert row is not None and row.checkpoint_json is not None
+    stored = store.read_events(execution_id)
+    refolded = fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
+    assert read_state(store, execution_id) == refolded == journal.state
+
+
+def test_a_checkpoint_that_does_not_match_the_log_is_ignored(tmp_path: Path) -> None:
+    store, execution_id, _ = recorded_run(tmp_path)
+    store.save_checkpoint(
+        execution_id, '{"format": 1, "seq": 0, "event_hash": "nope", "state": {}}'
+    )
+    assert read_state(store, execution_id).seq == 0
+
+
+def test_a_second_owner_is_refused_while_the_first_lives(tmp_path: Path) -> None:
+    store, execution_id, _ = recorded_run(tmp_path)
+    # A live stand-in supervisor: a process of ours whose command line names kairo's code.
+    with subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)", "orchestrator"]
+    ) as alive:
+        try:
+            claim(store, execution_id, owner=owner_token(alive.pid), status="RUNNING")
+            with pytest.raises(OwnershipError, match="supervised by"):
+                claim(store, execution_id, owner=owner_token(), status="RUNNING")
+        finally:
+            alive.kill()
+    # Once it is gone, the execution can be claimed again.
+    claim(store, execution_id, owner=owner_token(), status="RUNNING")
+
+
+async def test_a_stale_version_loses_ownership(tmp_path: Path) -> None:
+    store, execution_id, _ = recorded_run(tmp_path)
+    row = claim(store, execution_id, owner="host:1", status="RUNNING")
+    journal = Journal(store, read_state(store, execution_id), owner="host:1", version=row.version)
+    store.set_status(execution_id, "RUNNING", owner="elsewhere:2")  # someone took it over
+    with pytest.raises(OwnershipError, match="taken over"):
+        await journal.append([ev.SupervisorStarted(pid=1, host="host")])
