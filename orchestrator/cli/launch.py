@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import Workspace
-from orchestrator.cli.watch import exec_tmux
 from orchestrator.core.ids import short_id
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.daemon import spawn_supervisor, supervisor_log_path
 from orchestrator.runtime.ownership import claim, owner_alive, owner_token
+from orchestrator.tmux.interactive import attach_session
 
 EXIT_FAILED = 1
 EXIT_SUPERVISOR_DIED = 6
@@ -58,7 +58,8 @@ def launch(
     if wait:
         raise SystemExit(wait_until_ended(ws, execution_id, after_seq=state.seq))
     if sys.stdin.isatty() and sys.stdout.isatty() and not detach:
-        exec_tmux(state.created.tmux_socket, state.created.tmux_session)
+        attach_session(state.created.tmux_socket, state.created.tmux_session)
+        return
     click.echo(
         f"watch it: kairo-orch attach {short_id(execution_id)}    "
         f"status: kairo-orch status {short_id(execution_id)}",

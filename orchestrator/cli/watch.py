@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -15,7 +13,8 @@ from rich.live import Live
 from orchestrator.cli import render
 from orchestrator.cli.context import common_options, open_workspace
 from orchestrator.core.status import status_document
-from orchestrator.errors import EnvironmentProblem, UsageError
+from orchestrator.errors import UsageError
+from orchestrator.tmux.interactive import attach_session
 
 REFRESH_SECONDS = 0.5
 
@@ -33,21 +32,7 @@ def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
             f"{' -L ' + state.created.tmux_socket if state.created.tmux_socket else ''} "
             f"capture-pane -p -t {state.created.tmux_session}`"
         )
-    exec_tmux(state.created.tmux_socket, state.created.tmux_session)
-
-
-def exec_tmux(socket_name: str | None, session: str) -> None:
-    """Replace this process with a tmux client on the session (switching when inside tmux)."""
-    tmux = shutil.which("tmux")
-    if tmux is None:
-        raise EnvironmentProblem("tmux is not installed")
-    base = [tmux] + (["-L", socket_name] if socket_name else [])
-    inside = os.environ.get("TMUX", "")
-    same_server = bool(inside) and (socket_name is None or f"/{socket_name}," in inside)
-    if same_server:
-        os.execv(tmux, [*base, "switch-client", "-t", f"={session}"])
-    env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # nesting on another server
-    os.execve(tmux, [*base, "attach-session", "-t", f"={session}"], env)
+    attach_session(state.created.tmux_socket, state.created.tmux_session)
 
 
 @click.command(hidden=True)

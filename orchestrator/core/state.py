@@ -8,7 +8,7 @@ user a state that the log does not hold.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.core import events as ev
@@ -108,7 +108,6 @@ class ExecutionState:
     merged: tuple[str, ...] = ()  # subtask ids in the order they were merged
     ended: ev.EndStatus | None = None
     ended_seq: int | None = None  # the seq of the execution_ended that ended it
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def plan(self) -> ResolvedPlan:
