@@ -21,6 +21,17 @@ class PlanInRepo:
     base_commit: str | None  # None outside a repository
     path: Path
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The loader's warnings, and what this kairo-orch accepts but does not do yet."""
+        extra: tuple[str, ...] = ()
+        if self.loaded.plan.integration_verify is not None:
+            extra = (
+                f"{self.path}: integration_verify is accepted but not run by this version "
+                "yet; check the integration branch yourself",
+            )
+        return (*self.loaded.warnings, *extra)
+
 
 def read_plan_text(path: Path) -> str:
     try:

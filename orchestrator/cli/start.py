@@ -48,7 +48,7 @@ def start(
 async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
     plan_path = checked.path
     plan = checked.loaded.plan
-    for warning in checked.loaded.warnings:
+    for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
     dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
     if dirty.stdout.strip():

@@ -27,7 +27,7 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     checked = trio.run(read_plan, plan, paths)
     resolved = checked.loaded.plan
     out = console()
-    for warning in checked.loaded.warnings:
+    for warning in checked.warnings:
         out.print(f"warning: {warning}", markup=False, style="yellow")
     base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
     out.print(f"plan {resolved.name}: {len(resolved.subtasks)} subtasks{base}", markup=False)
