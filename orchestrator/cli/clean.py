@@ -28,6 +28,13 @@ def clean(execution: str | None, force: bool, repo: Path, store_url: str | None)
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
+        if state.ended is None and not force:
+            raise OwnershipError(
+                f"execution {execution_id} has not ended (it is "
+                f"{ws.status_of(state, ws.row(execution_id))}); `kairo-orch resume` goes on "
+                "with it, and `clean --force` removes it anyway",
+                execution_id=execution_id,
+            )
         if owner_alive(ws.row(execution_id)):
             raise OwnershipError(
                 f"execution {state.execution_id} is still running (supervisor pid "

@@ -31,9 +31,12 @@ def launch(
     detach: bool,
     resume: bool = False,
     rerun_interrupted: bool = False,
+    verified: bool = False,
 ) -> None:
     """Claim the execution (exit 4 if it is owned), start its supervisor, then wait for
     its end (`wait`), attach to its tmux session (a terminal, no `detach`) or return."""
+    if resume and not verified:
+        ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
     row = claim(
         ws.store, execution_id, owner=owner_token(), status="RECOVERING" if resume else "RUNNING"
     )
@@ -101,7 +104,8 @@ def wait_until_ended(ws: Workspace, execution_id: str, *, after_seq: int = -1) -
             )
             return 0 if state.ended == "COMPLETED" else EXIT_FAILED
         row = ws.row(execution_id)
-        if not owner_alive(row):
+        # The supervisor lets go of the row right after it appends the end: read again.
+        if not owner_alive(row) and ws.state(execution_id).ended is None:
             status = effective_status(state, supervisor_alive=False)
             click.echo(
                 f"kairo-orch: the supervisor of {execution_id} died before the execution "

@@ -49,4 +49,5 @@ def resume(
             detach=detach,
             resume=True,
             rerun_interrupted=rerun_interrupted,
+            verified=True,
         )

@@ -108,6 +108,7 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
                 yield ev.SubtaskSkipped(
                     subtask_id=spec.id,
                     reason=f"dependency: it depends on '{dependency}', which {_past(dep_state)}",
+                    dependency=dependency,
                 )
                 break
 

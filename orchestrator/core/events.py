@@ -175,6 +175,7 @@ class SubtaskSkipped(_Event):
     type: Literal["subtask_skipped"] = "subtask_skipped"
     subtask_id: str
     reason: str
+    dependency: str | None = None  # the dependency that did not merge
 
 
 class SubtaskFailed(_Event):

@@ -86,6 +86,7 @@ class SubtaskView:
     conflicts: tuple[ev.Conflict, ...] = ()
     merge: ev.SubtaskMerged | None = None
     succeeded_at_seq: int | None = None
+    skipped_for: str | None = None  # the dependency whose failure skipped it
 
     @property
     def current_attempt(self) -> AttemptView | None:
@@ -178,7 +179,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             )
             return _update(state, sid, state="stopped", reason=reason)
         case ev.SubtaskRerun(subtask_id=sid):
-            return _update(state, sid, state="running", reason=None)
+            return _unskip_dependents(_update(state, sid, state="running", reason=None), sid)
         case ev.AttemptExited(subtask_id=sid):
             return _update_attempt(
                 state,
@@ -207,8 +208,8 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             paths = ", ".join(conflict.path for conflict in conflicts)
             reason = f"conflict: {len(conflicts)} path(s) conflict with merged work: {paths}"
             return _update(state, sid, state="conflicted", conflicts=conflicts, reason=reason)
-        case ev.SubtaskSkipped(subtask_id=sid, reason=reason):
-            return _update(state, sid, state="skipped", reason=reason)
+        case ev.SubtaskSkipped(subtask_id=sid, reason=reason, dependency=dependency):
+            return _update(state, sid, state="skipped", reason=reason, skipped_for=dependency)
         case ev.SubtaskFailed(subtask_id=sid, reason=reason):
             return _update(state, sid, state="failed", reason=reason)
         case ev.WorkspaceReleased(subtask_id=sid):
@@ -218,6 +219,22 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.ExecutionReopened():
             return replace(state, ended=None, ended_seq=None)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _unskip_dependents(execution: ExecutionState, subtask_id: str) -> ExecutionState:
+    """A subtask that runs again makes pending again what was skipped for it, transitively."""
+    again = {subtask_id}
+    changed = True
+    while changed:
+        changed = False
+        for view in execution.subtasks.values():
+            if view.state == "skipped" and view.skipped_for in again and view.id not in again:
+                execution = _update(
+                    execution, view.id, state="pending", reason=None, skipped_for=None
+                )
+                again.add(view.id)
+                changed = True
+    return execution
 
 
 def _update(execution: ExecutionState, subtask_id: str, /, **changes: object) -> ExecutionState:

@@ -110,6 +110,8 @@ async def run_supervisor(
     paths = discover_repo(repo_root)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
+        if resume:
+            await trio.to_thread.run_sync(store.verify, execution_id)
         me = owner_token()
         row = await trio.to_thread.run_sync(
             lambda: claim(

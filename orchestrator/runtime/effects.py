@@ -15,6 +15,7 @@ from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
+from orchestrator.errors import KairoError
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import changed_paths, diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
@@ -142,7 +143,10 @@ async def _await_attempt(
         # The runner's signal wakes us within milliseconds; the timeout covers a runner
         # that could not signal (its tmux server gone) and lets us look for it.
         with trio.move_on_after(1.0):
-            await edges.tmux.wait_for(channel)
+            try:
+                await edges.tmux.wait_for(channel)
+            except KairoError:
+                await trio.sleep(1.0)  # no tmux server: the runner is looked for below
         # Twice in a row, a second apart: a runner that is just being exec'd is not dead.
         missing = 0 if await trio.to_thread.run_sync(runner_alive, files) else missing + 1
         if missing >= 2 and await trio.to_thread.run_sync(read_exit_record, files) is None:
@@ -218,6 +222,9 @@ async def _merge(
     view = state.subtask(sid)
     assert view.head_commit is not None and view.start_commit is not None
     spec = state.spec(sid)
+    # Read before the merge is written: a failure here leaves the integration branch as it was.
+    paths = await changed_paths(edges.repo_root, view.start_commit, view.head_commit)
+    stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
     outcome = await merge_branch(
         edges.repo_root,
         target_ref=branch_ref(state.created.integration_branch),
@@ -244,8 +251,6 @@ async def _merge(
                 ),
             )
         ]
-    paths = await changed_paths(edges.repo_root, view.start_commit, view.head_commit)
-    stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
     return [
         ev.SubtaskMerged(
             subtask_id=sid,

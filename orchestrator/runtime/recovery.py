@@ -14,6 +14,7 @@ supervisor listened) or behind it (a process died). For each unfinished attempt:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import structlog
@@ -23,13 +24,16 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ACTIVE, ExecutionState, SubtaskView
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
+from orchestrator.git.repo import git
 from orchestrator.runtime.attempts import (
+    RunFiles,
     read_exit_record,
     read_token_usage,
     runner_alive,
     runner_ever_started,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
+from orchestrator.runtime.process_groups import stop_group
 
 log = structlog.get_logger(__name__)
 
@@ -85,6 +89,10 @@ async def _reconcile_attempt(
         log.info("reattached", subtask_id=view.id, attempt=attempt.number)
         return opened
     if record is None and not opened and attempt.pane_id is None:
+        # Its pane may have been opened just before the crash, its runner not yet started.
+        pane = await _pane_running(state.created.tmux_socket, str(files.spec))
+        if pane is not None:
+            return [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id=pane)]
         return []  # it never started: OpenPane starts it, for the first time
     return [*opened, await interrupt(edges, state, view.id, rerun_interrupted=rerun_interrupted)]
 
@@ -96,19 +104,54 @@ async def interrupt(
     view = state.subtask(subtask_id)
     attempt = view.current_attempt
     assert attempt is not None and view.worktree is not None
+    files = attempt_files(state, subtask_id, attempt.number)
+    pgid = await trio.to_thread.run_sync(_recorded_group, files)
+    if pgid is not None:
+        await stop_group(pgid)  # nothing of it may write while its work is saved
     worktree = Path(view.worktree)
+    ref_name = f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}"
     ref = None
     if await trio.Path(worktree).is_dir():
         ref = await save_worktree_state(
             worktree,
-            ref=f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}",
+            ref=ref_name,
             safe_commit=attempt.start_commit,
             message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
             identity=edges.identity,
         )
         await reset_worktree(worktree, attempt.start_commit)
+    if ref is None and await _ref_exists(edges.repo_root, ref_name):
+        ref = ref_name  # saved by a recovery that a crash cut short before its event
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent
     log.warning("interrupted", subtask_id=subtask_id, attempt=attempt.number, saved_on=ref)
     return ev.AttemptInterrupted(
         subtask_id=subtask_id, attempt=attempt.number, recovery_ref=ref, rerun=rerun
     )
+
+
+def _recorded_group(files: RunFiles) -> int | None:
+    try:
+        pgid = json.loads(files.started.read_text(encoding="utf-8")).get("pgid")
+    except (OSError, ValueError):
+        return None
+    return pgid if isinstance(pgid, int) else None
+
+
+async def _ref_exists(repo_root: Path, ref: str) -> bool:
+    found = await git("rev-parse", "--verify", "--quiet", ref, cwd=repo_root, check=False)
+    return found.returncode == 0
+
+
+async def _pane_running(socket_name: str | None, spec_path: str) -> str | None:
+    """The pane whose command names this runner spec, if tmux has one."""
+    argv = ["tmux", *(["-L", socket_name] if socket_name else [])]
+    argv += ["list-panes", "-a", "-F", "#{pane_id}\t#{pane_start_command}"]
+    try:
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    except OSError:
+        return None
+    for line in done.stdout.decode(errors="replace").splitlines():
+        pane_id, _, command = line.partition("\t")
+        if spec_path in command:
+            return pane_id
+    return None

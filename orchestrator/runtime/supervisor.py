@@ -35,7 +35,6 @@ _FAILURE_WORD: dict[type[cmd.Command], str] = {
     cmd.CommitAttempt: "agent_failed",
     cmd.RunVerify: "verify_failed",
     cmd.MergeSubtask: "merge_failed",
-    cmd.ReleaseWorkspace: "cleanup_failed",
 }
 
 
@@ -90,16 +89,26 @@ async def _carry_out(
         except KairoError as error:
             if not command.subtask_id:
                 raise
-            log.warning("step_failed", command=type(command).__name__, error=error.message)
-            word = _FAILURE_WORD.get(type(command), "agent_failed")
-            events = [
-                ev.SubtaskFailed(subtask_id=command.subtask_id, reason=f"{word}: {error.message}")
-            ]
+            log.warning(
+                "step_failed",
+                command=type(command).__name__,
+                error=error.message,
+                **error.context(),
+            )
+            events = _failure_events(command, error)
         # The key is released only once the events are in the state, so that the loop
         # never sees the old state without the key and starts the command again.
         await journal.append(events)
         in_flight.discard(command.key)
         await _retitle(edges, journal.state, command.subtask_id)
+
+
+def _failure_events(command: cmd.Command, error: KairoError) -> list[ev.ExecutionEvent]:
+    if isinstance(command, cmd.ReleaseWorkspace):
+        # The work is merged; a worktree that would not go is left for `clean`, not a failure.
+        return [ev.WorkspaceReleased(subtask_id=command.subtask_id)]
+    word = _FAILURE_WORD.get(type(command), "agent_failed")
+    return [ev.SubtaskFailed(subtask_id=command.subtask_id, reason=f"{word}: {error.message}")]
 
 
 async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:

@@ -258,3 +258,24 @@ def test_events_round_trip_through_their_store_records() -> None:
     event_type, payload = ev.to_record(event)
     assert payload["conflicts"][0]["with"] == ["b", "c"]
     assert ev.from_record(event_type, payload) == event
+
+
+def test_a_rerun_subtask_takes_back_the_skips_it_caused() -> None:
+    state = start(plan(subtask("a"), subtask("b", "a"), subtask("c", "b"), subtask("d")))
+    state = feed(
+        state,
+        [
+            ev.SubtaskScheduled(subtask_id="a", start_commit=BASE),
+            ev.WorkspaceCreated(subtask_id="a", path="/w/a", branch="b/a", commit=BASE),
+            ev.AttemptStarted(
+                subtask_id="a", attempt=1, idempotency_key="k", run_dir="/r", start_commit=BASE
+            ),
+            ev.AttemptInterrupted(subtask_id="a", attempt=1, recovery_ref=None, rerun=False),
+        ],
+    )
+    final = run(state, World())
+    assert final.subtask("a").state == "stopped"
+    assert final.subtask("c").reason == "dependency: it depends on 'b', which was skipped"
+    rerun = run(feed(final, [ev.ExecutionReopened(), ev.SubtaskRerun(subtask_id="a")]), World())
+    assert rerun.ended == "COMPLETED"
+    assert {v.state for v in rerun.subtasks.values()} == {"merged"}

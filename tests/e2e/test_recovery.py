@@ -274,3 +274,19 @@ def test_start_refuses_while_an_interrupted_execution_of_the_plan_exists(
     assert "interrupted" in listed
     fresh = kairo.run("start", str(plan), "--fresh", "--detach")
     assert fresh.returncode == 0, fresh.stderr
+
+
+def test_clean_refuses_an_execution_that_has_not_ended(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    done = kairo.run("clean")
+
+    assert done.returncode == 4 and "has not ended" in done.stderr
+    assert kairo.tmux_sessions()  # the agents' panes, which resume re-attaches, are still there
+    assert kairo.run("resume", "--wait").returncode == 0
