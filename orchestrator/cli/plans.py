@@ -31,12 +31,6 @@ class PlanInRepo:
                 f"{self.path}: integration_verify is accepted but not run by this version "
                 "yet; check the integration branch yourself"
             )
-        limited = any(s.limits.timeout_s or s.limits.token_budget for s in plan.subtasks)
-        if limited or plan.execution_limits.timeout_s or plan.execution_limits.token_budget:
-            extra.append(
-                f"{self.path}: timeouts and token budgets are accepted but not enforced by "
-                "this version yet; each subtask gets one attempt"
-            )
         return (*self.loaded.warnings, *extra)
 
 

@@ -9,13 +9,21 @@ it after every event and drop commands that are already under way (`Command.key`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from orchestrator.core import events as ev
+from orchestrator.core.constraints import (
+    BUILT_IN,
+    ResourceAction,
+    ResourceConstraint,
+    ResourceContext,
+    Verdict,
+    evaluate,
+)
+from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
-from orchestrator.core.judge import judge_attempt, needs_verify
 from orchestrator.core.state import ACTIVE, TERMINAL, ExecutionState, SubtaskView
 
 
@@ -60,6 +68,11 @@ class RunVerify(Command):
 
 
 @dataclass(frozen=True)
+class KillAttempt(Command):
+    """EMERGENCY_STOP: the agent's process group gets SIGTERM, then SIGKILL."""
+
+
+@dataclass(frozen=True)
 class MergeSubtask(Command):
     pass
 
@@ -75,15 +88,21 @@ class Decision:
     commands: tuple[Command, ...] = ()
 
 
-def decide(state: ExecutionState) -> Decision:
+def decide(
+    state: ExecutionState,
+    now: float = 0.0,
+    constraints: Sequence[ResourceConstraint] = BUILT_IN,
+) -> Decision:
+    """`now` is unix time, for the constraints that measure the wall clock."""
     if state.ended is not None:
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
     events: list[ev.ExecutionEvent] = [
+        *_running_limits(state, now, constraints),
         *_skips(state),
         *_schedules(state),
-        *_attempt_starts(state),
+        *_attempt_starts(state, now, constraints),
         *_judgements(state),
     ]
     if events:
@@ -145,22 +164,86 @@ def _start_commit(state: ExecutionState, depends_on: tuple[str, ...]) -> str:
     return merge.merge_commit
 
 
-def _attempt_starts(state: ExecutionState) -> Iterator[ev.AttemptStarted]:
-    """Attempt N is decided, and recorded, before anything runs (store.md)."""
+def _elapsed(since: float | None, now: float) -> float:
+    return max(0.0, now - since) if since and now else 0.0
+
+
+def _running_limits(
+    state: ExecutionState, now: float, constraints: Sequence[ResourceConstraint]
+) -> Iterator[ev.ExecutionEvent]:
+    """Constraints on running attempts: the ones that watch the clock."""
+    for view in state.subtasks.values():
+        attempt = view.current_attempt
+        if view.state not in ACTIVE or attempt is None or attempt.exited:
+            continue
+        if attempt.stopped_by is not None or attempt.finished or attempt.started_at is None:
+            continue
+        context = ResourceContext(
+            state=state,
+            subtask_id=view.id,
+            attempt=attempt.number,
+            phase="running",
+            attempt_elapsed_s=_elapsed(attempt.started_at, now),
+            execution_elapsed_s=_elapsed(state.started_at, now),
+        )
+        yield from _violations(state, context, evaluate(constraints, context))
+
+
+def _violations(
+    state: ExecutionState, context: ResourceContext, verdict: Verdict
+) -> Iterator[ev.ConstraintViolated]:
+    """Every validation that was not ALLOW, once (a warning is not repeated)."""
+    for validation, action in verdict.violations:
+        if action == ResourceAction.ALLOW:
+            continue
+        if action == ResourceAction.WARN_CONTINUE:
+            if f"{validation.constraint}:{context.subtask_id}" in state.warned:
+                continue
+        elif action != verdict.action:
+            continue  # a lesser exit beside the one that decides says nothing more
+        yield ev.ConstraintViolated(
+            constraint=validation.constraint,
+            action=action.name,  # type: ignore[arg-type]
+            reason=validation.reason,
+            subtask_id=context.subtask_id,
+            attempt=context.attempt,
+        )
+
+
+def _attempt_starts(
+    state: ExecutionState, now: float, constraints: Sequence[ResourceConstraint]
+) -> Iterator[ev.ExecutionEvent]:
+    """Attempt N is decided, and recorded, before anything runs (store.md), if the
+    constraints allow another attempt at all."""
     for view in state.subtasks.values():
         attempt = view.current_attempt
         if view.state not in ACTIVE or view.worktree is None:
             continue
-        if attempt is None or attempt.interrupted:
-            number = len(view.attempts) + 1
-            assert view.head_commit is not None
-            yield ev.AttemptStarted(
-                subtask_id=view.id,
-                attempt=number,
-                idempotency_key=idempotency_key(state.execution_id, view.id, number, "agent"),
-                run_dir=attempt_run_dir(state.created.run_root, view.id, number),
-                start_commit=view.head_commit,
-            )
+        if attempt is not None and not (attempt.interrupted or attempt.judged):
+            continue
+        if attempt is not None and attempt.accepted:
+            continue
+        number = len(view.attempts) + 1
+        context = ResourceContext(
+            state=state,
+            subtask_id=view.id,
+            attempt=number,
+            phase="next_attempt",
+            execution_elapsed_s=_elapsed(state.started_at, now),
+        )
+        verdict = evaluate(constraints, context)
+        yield from _violations(state, context, verdict)
+        if verdict.action >= ResourceAction.GRACEFUL_EXIT:
+            yield ev.SubtaskFailed(subtask_id=view.id, reason=verdict.reason)
+            continue
+        assert view.head_commit is not None
+        yield ev.AttemptStarted(
+            subtask_id=view.id,
+            attempt=number,
+            idempotency_key=idempotency_key(state.execution_id, view.id, number, "agent"),
+            run_dir=attempt_run_dir(state.created.run_root, view.id, number),
+            start_commit=view.head_commit,
+        )
 
 
 def attempt_run_dir(run_root: str, subtask_id: str, attempt: int) -> str:
@@ -175,8 +258,18 @@ def _judgements(state: ExecutionState) -> Iterator[ev.AttemptJudged]:
         if not attempt.committed:
             continue
         spec = state.spec(view.id)
-        if not needs_verify(spec, attempt):
-            yield judge_attempt(spec, attempt)
+        if needs_verify(spec, attempt):
+            continue
+        earlier = [a for a in view.attempts[:-1] if not a.interrupted]
+        decision = continue_after(spec, attempt, earlier[-1] if earlier else None)
+        yield ev.AttemptJudged(
+            subtask_id=view.id,
+            attempt=attempt.number,
+            accepted=decision.kind == "accept",
+            reason=decision.reason,
+            feedback=decision.feedback,
+            final=decision.kind != "nudge",
+        )
 
 
 def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
@@ -193,6 +286,8 @@ def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
             yield OpenPane(subtask_id=view.id, attempt=attempt.number)
         elif not attempt.exited:
             yield AwaitAttempt(subtask_id=view.id, attempt=attempt.number)
+            if attempt.stopped_by is not None:
+                yield KillAttempt(subtask_id=view.id, attempt=attempt.number)
         elif not attempt.committed:
             yield CommitAttempt(subtask_id=view.id, attempt=attempt.number)
         elif needs_verify(state.spec(view.id), attempt):

@@ -40,6 +40,7 @@ class SupervisorStarted(_Event):
     pid: int
     host: str
     resumed: bool = False
+    at: float = 0.0  # unix time: the execution's wall clock runs from its first start
 
 
 class IntegrationBranchCreated(_Event):
@@ -81,6 +82,7 @@ class AttemptPaneOpened(_Event):
     subtask_id: str
     attempt: int
     pane_id: str  # "" when recovery found the runner but not its pane
+    at: float = 0.0  # unix time the runner was started: the attempt's timeout runs from here
 
 
 class AttemptExited(_Event):
@@ -133,6 +135,8 @@ class AttemptCommitted(_Event):
     head_commit: str
     changed: bool
     files_changed: int = 0
+    tree: str = ""  # of head_commit: two attempts that leave the same tree made no progress
+    recovery_ref: str | None = None  # a stopped attempt's work, saved instead of committed
 
 
 class AttemptJudged(_Event):
@@ -141,6 +145,8 @@ class AttemptJudged(_Event):
     attempt: int
     accepted: bool
     reason: str | None = None  # a sentence starting with a stable word of cli.md
+    feedback: str = ""  # for the next attempt: what failed and where
+    final: bool = True  # False: another attempt follows (if the constraints allow)
 
 
 class SubtaskMerged(_Event):
@@ -169,6 +175,20 @@ class SubtaskConflicted(_Event):
     subtask_id: str
     head_commit: str
     conflicts: tuple[Conflict, ...]
+
+
+ActionName = Literal["WARN_CONTINUE", "GRACEFUL_EXIT", "EMERGENCY_STOP"]
+
+
+class ConstraintViolated(_Event):
+    """A resource constraint answered more than ALLOW (ALLOW is not recorded)."""
+
+    type: Literal["constraint_violated"] = "constraint_violated"
+    constraint: str
+    action: ActionName
+    reason: str  # a sentence starting with a stable word: timeout, max_attempts, token_budget
+    subtask_id: str | None = None
+    attempt: int | None = None
 
 
 class SubtaskSkipped(_Event):
@@ -219,6 +239,7 @@ ExecutionEvent = Annotated[
     | SubtaskMerged
     | SubtaskConflicted
     | SubtaskSkipped
+    | ConstraintViolated
     | SubtaskFailed
     | WorkspaceReleased
     | ExecutionEnded

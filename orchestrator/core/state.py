@@ -43,8 +43,11 @@ class AttemptView:
     run_dir: str
     start_commit: str
     pane_id: str | None = None  # None until the pane is known to be open
+    started_at: float | None = None  # unix time its runner started, for its timeout
     interrupted: bool = False
     recovery_ref: str | None = None
+    stopped_by: str | None = None  # the constraint's reason, when one stopped it
+    tree: str = ""
     exit_code: int | None = None
     output_tail: str = ""
     tokens: int = 0
@@ -54,6 +57,7 @@ class AttemptView:
     verify_output_tail: str = ""
     accepted: bool | None = None
     reason: str | None = None
+    feedback: str = ""  # what the next attempt is told
 
     @property
     def exited(self) -> bool:
@@ -109,6 +113,8 @@ class ExecutionState:
     merged: tuple[str, ...] = ()  # subtask ids in the order they were merged
     ended: ev.EndStatus | None = None
     ended_seq: int | None = None  # the seq of the execution_ended that ended it
+    started_at: float | None = None  # unix time of the first supervisor start
+    warned: frozenset[str] = frozenset()  # "constraint:subtask" warnings already recorded
 
     @property
     def plan(self) -> ResolvedPlan:
@@ -147,8 +153,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
     match event:
         case ev.ExecutionCreated():
             raise ValueError("execution_created may only be the first event")
-        case ev.SupervisorStarted(pid=pid, host=host):
-            return replace(state, supervisor_pid=pid, supervisor_host=host)
+        case ev.SupervisorStarted(pid=pid, host=host, at=at):
+            started_at = state.started_at if state.started_at is not None else (at or None)
+            return replace(state, supervisor_pid=pid, supervisor_host=host, started_at=started_at)
         case ev.IntegrationBranchCreated(commit=commit):
             return replace(state, integration_head=commit)
         case ev.SubtaskScheduled(subtask_id=sid, start_commit=commit):
@@ -164,8 +171,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             )
             view = state.subtask(sid)
             return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
-        case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id):
-            return _update_attempt(state, sid, pane_id=pane_id)
+        case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id, at=at):
+            return _update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
+        case ev.ConstraintViolated():
+            return _violated(state, event)
         case ev.AttemptInterrupted(subtask_id=sid, recovery_ref=ref, rerun=rerun):
             state = _update_attempt(state, sid, interrupted=True, recovery_ref=ref)
             # The worktree was reset to the attempt's safe point.
@@ -189,7 +198,14 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 tokens=event.tokens,
             )
         case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
-            state = _update_attempt(state, sid, head_commit=head, changed=event.changed)
+            state = _update_attempt(
+                state,
+                sid,
+                head_commit=head,
+                changed=event.changed,
+                tree=event.tree,
+                recovery_ref=event.recovery_ref,
+            )
             return _update(state, sid, head_commit=head)
         case ev.VerifyFinished(subtask_id=sid):
             state = _update_attempt(
@@ -197,9 +213,13 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             )
             return _update(state, sid, state="verifying")
         case ev.AttemptJudged(subtask_id=sid, accepted=accepted, reason=reason):
-            state = _update_attempt(state, sid, accepted=accepted, reason=reason)
+            state = _update_attempt(
+                state, sid, accepted=accepted, reason=reason, feedback=event.feedback
+            )
             if accepted:
                 return _update(state, sid, state="succeeded", succeeded_at_seq=seq)
+            if not event.final:
+                return state  # sent back: another attempt follows, if the limits allow
             return _update(state, sid, state="failed", reason=reason)
         case ev.SubtaskMerged(subtask_id=sid, merge_commit=commit):
             state = replace(state, integration_head=commit, merged=(*state.merged, sid))
@@ -219,6 +239,14 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.ExecutionReopened():
             return replace(state, ended=None, ended_seq=None)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _violated(state: ExecutionState, event: ev.ConstraintViolated) -> ExecutionState:
+    if event.action == "WARN_CONTINUE":
+        return replace(state, warned=state.warned | {f"{event.constraint}:{event.subtask_id}"})
+    if event.action == "EMERGENCY_STOP" and event.subtask_id is not None:
+        return _update_attempt(state, event.subtask_id, stopped_by=event.reason)
+    return state  # GRACEFUL_EXIT: the failure that follows it says the rest
 
 
 def _unskip_dependents(execution: ExecutionState, subtask_id: str) -> ExecutionState:

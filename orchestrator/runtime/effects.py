@@ -6,6 +6,7 @@ what happened; none of them changes the state itself.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import trio
@@ -13,13 +14,14 @@ import trio
 from agents.base import AttemptContext
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
-from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
+from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import changed_paths, diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
-from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_parse
+from orchestrator.git.recovery import reset_worktree, save_worktree_state
+from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_parse, tree_of
 from orchestrator.runtime.attempts import (
     read_exit_record,
     read_token_usage,
@@ -28,10 +30,12 @@ from orchestrator.runtime.attempts import (
     write_attempt_files,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
+from orchestrator.runtime.process_groups import stop_group
 from orchestrator.runtime.processes import run_shell
-from orchestrator.runtime.recovery import interrupt
+from orchestrator.runtime.recovery import interrupt, recorded_group
 
 OUTPUT_TAIL_BYTES = 4096
+KILL_RECORD_WAIT_S = 10.0
 
 
 async def execute(
@@ -46,6 +50,8 @@ async def execute(
             return await _open_pane(edges, state, command)
         case cmd.AwaitAttempt():
             return await _await_attempt(edges, state, command)
+        case cmd.KillAttempt():
+            return await _kill_attempt(state, command)
         case cmd.CommitAttempt():
             return await _commit_attempt(edges, state, command)
         case cmd.RunVerify():
@@ -111,7 +117,7 @@ async def _open_pane(
     sid, number = command.subtask_id, command.attempt
     view = state.subtask(sid)
     assert view.worktree is not None
-    context = _context(state, sid, number, feedback="")
+    context = _context(state, sid, number, feedback=_feedback_for(state, sid))
     files = attempt_files(state, sid, number)
     pane_command = await trio.to_thread.run_sync(
         lambda: write_attempt_files(
@@ -129,7 +135,27 @@ async def _open_pane(
         command=pane_command,
         cwd=Path(view.worktree),
     )
-    return [ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id=pane.pane_id)]
+    return [
+        ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id=pane.pane_id, at=time.time())
+    ]
+
+
+def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
+    """What the attempt before the current one was told to do better ("" on attempt 1)."""
+    earlier = [a for a in state.subtask(subtask_id).attempts[:-1] if a.judged]
+    return earlier[-1].feedback if earlier else ""
+
+
+async def _kill_attempt(state: ExecutionState, command: cmd.KillAttempt) -> list[ev.ExecutionEvent]:
+    """Stop the agent's whole process group; its runner then records the exit as usual."""
+    files = attempt_files(state, command.subtask_id, command.attempt)
+    pgid = await trio.to_thread.run_sync(recorded_group, files)
+    if pgid is not None:
+        await stop_group(pgid)
+    with trio.move_on_after(KILL_RECORD_WAIT_S):
+        while await trio.to_thread.run_sync(read_exit_record, files) is None:  # noqa: ASYNC110
+            await trio.sleep(0.05)  # the runner writes it as soon as its agent is gone
+    return []
 
 
 async def _await_attempt(
@@ -172,6 +198,8 @@ async def _commit_attempt(
     view = state.subtask(sid)
     attempt = view.current_attempt
     assert view.worktree is not None and attempt is not None
+    if attempt.stopped_by is not None:
+        return [await _set_aside(edges, state, sid, number)]
     outcome = await commit_all(
         Path(view.worktree),
         message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}",
@@ -191,8 +219,35 @@ async def _commit_attempt(
             head_commit=outcome.head_commit,
             changed=outcome.changed,
             files_changed=outcome.files_changed,
+            tree=await tree_of(Path(view.worktree), outcome.head_commit),
         )
     ]
+
+
+async def _set_aside(
+    edges: Edges, state: ExecutionState, sid: str, number: int
+) -> ev.AttemptCommitted:
+    """A stopped attempt's partial work goes on a recovery ref, not on its branch."""
+    view = state.subtask(sid)
+    attempt = view.current_attempt
+    assert view.worktree is not None and attempt is not None
+    worktree = Path(view.worktree)
+    ref = await save_worktree_state(
+        worktree,
+        ref=f"refs/kairo/stopped/{short_id(state.execution_id)}/{sid}/{number}",
+        safe_commit=attempt.start_commit,
+        message=f"kairo: what attempt {number} of {sid} left when it was stopped",
+        identity=edges.identity,
+    )
+    await reset_worktree(worktree, attempt.start_commit)
+    return ev.AttemptCommitted(
+        subtask_id=sid,
+        attempt=number,
+        head_commit=attempt.start_commit,
+        changed=False,
+        tree=await tree_of(worktree, attempt.start_commit),
+        recovery_ref=ref,
+    )
 
 
 async def _run_verify(

@@ -105,7 +105,7 @@ async def interrupt(
     attempt = view.current_attempt
     assert attempt is not None and view.worktree is not None
     files = attempt_files(state, subtask_id, attempt.number)
-    pgid = await trio.to_thread.run_sync(_recorded_group, files)
+    pgid = await trio.to_thread.run_sync(recorded_group, files)
     if pgid is not None:
         await stop_group(pgid)  # nothing of it may write while its work is saved
     worktree = Path(view.worktree)
@@ -129,7 +129,7 @@ async def interrupt(
     )
 
 
-def _recorded_group(files: RunFiles) -> int | None:
+def recorded_group(files: RunFiles) -> int | None:
     try:
         pgid = json.loads(files.started.read_text(encoding="utf-8")).get("pgid")
     except (OSError, ValueError):

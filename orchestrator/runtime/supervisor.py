@@ -10,6 +10,7 @@ log then says where.
 from __future__ import annotations
 
 import socket
+import time
 from os import getpid
 
 import structlog
@@ -23,15 +24,19 @@ from orchestrator.errors import KairoError
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.recovery import reconcile
 
 log = structlog.get_logger(__name__)
+
+TICK_SECONDS = 0.5
 
 # What a failed step of each command means for its subtask: the reason's stable word.
 _FAILURE_WORD: dict[type[cmd.Command], str] = {
     cmd.PrepareWorkspace: "setup_failed",
     cmd.OpenPane: "agent_failed",
     cmd.AwaitAttempt: "agent_failed",
+    cmd.KillAttempt: "agent_failed",
     cmd.CommitAttempt: "agent_failed",
     cmd.RunVerify: "verify_failed",
     cmd.MergeSubtask: "merge_failed",
@@ -46,7 +51,10 @@ async def supervise(
     A resumed supervisor first reconciles the log with the world (recovery.py), so that
     nothing it decides rests on a step the log does not know the outcome of.
     """
-    started = ev.SupervisorStarted(pid=getpid(), host=socket.gethostname(), resumed=resumed)
+    started = ev.SupervisorStarted(
+        pid=getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
+    )
+    constraints = load_constraints()
     await journal.append([started])
     if resumed:
         await journal.append(
@@ -57,7 +65,7 @@ async def supervise(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
         while True:
-            decision = decide(journal.state)
+            decision = decide(journal.state, time.time(), constraints)
             if decision.events:
                 await journal.append(decision.events)
                 for subtask_id in {getattr(e, "subtask_id", "") for e in decision.events}:
@@ -70,7 +78,9 @@ async def supervise(
                 if command.key not in in_flight:
                     in_flight.add(command.key)
                     nursery.start_soon(_carry_out, journal, edges, command, in_flight)
-            await changed.wait()
+            # A tick as well as every append: limits on the wall clock need looking at.
+            with trio.move_on_after(TICK_SECONDS):
+                await changed.wait()
         nursery.cancel_scope.cancel()
     return journal.state
 

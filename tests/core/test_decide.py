@@ -76,11 +76,13 @@ class World:
         unchanged: Sequence[str] = (),
         conflicts: Sequence[str] = (),
         verify_fails: Sequence[str] = (),
+        stuck: Sequence[str] = (),
     ) -> None:
         self.exit_codes = exit_codes or {}
         self.unchanged = set(unchanged)
         self.conflicts = set(conflicts)
         self.verify_fails = set(verify_fails)
+        self.stuck = set(stuck)
         self.merges = 0
         self.launched: list[str] = []
         self.start_commits: dict[str, str] = {}
@@ -101,7 +103,10 @@ class World:
             case cmd.AwaitAttempt():
                 return [
                     ev.AttemptExited(
-                        subtask_id=sid, attempt=1, exit_code=self.exit_codes.get(sid, 0)
+                        subtask_id=sid,
+                        attempt=command.attempt,
+                        exit_code=self.exit_codes.get(sid, 0),
+                        output_tail="same failure",
                     )
                 ]
             case cmd.CommitAttempt():
@@ -109,12 +114,20 @@ class World:
                 head = f"head-{sid}" if changed else (state.subtask(sid).head_commit or BASE)
                 return [
                     ev.AttemptCommitted(
-                        subtask_id=sid, attempt=1, head_commit=head, changed=changed
+                        subtask_id=sid,
+                        attempt=command.attempt,
+                        head_commit=head,
+                        changed=changed,
+                        tree="same-tree" if sid in self.stuck else f"tree-{command.attempt}",
                     )
                 ]
             case cmd.RunVerify():
                 code = 1 if sid in self.verify_fails else 0
-                return [ev.VerifyFinished(subtask_id=sid, attempt=1, exit_code=code)]
+                return [
+                    ev.VerifyFinished(
+                        subtask_id=sid, attempt=command.attempt, exit_code=code, output_tail="boom"
+                    )
+                ]
             case cmd.MergeSubtask():
                 if sid in self.conflicts:
                     return [
@@ -208,19 +221,42 @@ def test_a_dependent_of_a_conflicted_subtask_is_skipped_with_the_reason() -> Non
 
 
 @pytest.mark.parametrize(
-    ("world", "word"),
+    ("world", "reason", "attempts"),
     [
-        (World(exit_codes={"a": 3}), "agent_failed"),
-        (World(unchanged=["a"]), "no_changes"),
-        (World(verify_fails=["a"]), "verify_failed"),
+        (
+            World(exit_codes={"a": 3}),
+            "max_attempts: 3 attempt(s) were not accepted; the last one: agent_failed",
+            3,
+        ),
+        (World(unchanged=["a"]), "no_changes: attempts 1 and 2 changed nothing", 2),
+        (
+            World(verify_fails=["a"]),
+            "max_attempts: 3 attempt(s) were not accepted; the last one: verify_failed",
+            3,
+        ),
+        (
+            World(verify_fails=["a"], stuck=["a"]),
+            "no_progress: attempts 1 and 2 left the same tree",
+            2,
+        ),
     ],
 )
-def test_an_attempt_that_is_not_accepted_fails_with_its_word(world: World, word: str) -> None:
+def test_an_attempt_that_is_not_accepted_is_retried_until_a_limit_says_why(
+    world: World, reason: str, attempts: int
+) -> None:
     final = run(start(plan(subtask("a", verify="pytest"), subtask("b"))), world)
-    assert final.subtask("a").state == "failed"
-    assert final.subtask("a").reason is not None and final.subtask("a").reason.startswith(word)
+    view = final.subtask("a")
+    assert view.state == "failed"
+    assert view.reason is not None and view.reason.startswith(reason)
+    assert len(view.attempts) == attempts
     assert final.subtask("b").state == "merged"
     assert final.ended == "FAILED"
+
+
+def test_the_next_attempt_is_told_what_failed_and_where() -> None:
+    final = run(start(plan(subtask("a", verify="pytest -q"))), World(verify_fails=["a"]))
+    feedback = final.subtask("a").attempts[0].feedback
+    assert "`pytest -q` failed (exit status 1)" in feedback and "boom" in feedback
 
 
 def test_allow_empty_accepts_an_attempt_that_changed_nothing() -> None:

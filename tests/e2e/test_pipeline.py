@@ -191,7 +191,9 @@ def test_an_attempt_that_changes_nothing_fails_and_keeps_its_worktree(
     assert subtasks["idle"]["reason"].startswith("no_changes")
     assert Path(subtasks["idle"]["worktree"]).is_dir()
     assert subtasks["fine"]["state"] == "merged"
-    assert subtasks["broken"]["reason"] == "agent_failed: the agent exited with status 7"
+    # Failing the same way twice on the same tree is not converging: no third attempt.
+    assert subtasks["broken"]["reason"].startswith("no_progress: attempts 1 and 2")
+    assert subtasks["broken"]["attempts"] == 2
 
 
 def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> None:

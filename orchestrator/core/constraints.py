@@ -1,0 +1,226 @@
+"""Resource constraints: each looks at an attempt's context and says how far over it is.
+
+A chain is evaluated in order; the most severe action wins and the first EMERGENCY_STOP
+ends the evaluation. The context is numbers and a state snapshot, never an agent's tool
+history, so every constraint is a pure function and tests in microseconds. Actions:
+
+    ALLOW           nothing to say
+    WARN_CONTINUE   recorded once, the work goes on (a budget 80% spent)
+    GRACEFUL_EXIT   no further attempt starts; a running one may finish
+    EMERGENCY_STOP  the running attempt is killed now (its partial work is saved)
+
+Users add their own constraint through the `kairo_orch.constraints` entry point group: an
+object with `name`, `validate(context)` and `on_violation(validation)` (see the README).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from orchestrator.core.state import ExecutionState
+
+Phase = Literal["running", "next_attempt"]
+WARN_FRACTION = 0.8
+
+
+class ResourceAction(enum.IntEnum):
+    ALLOW = 0
+    WARN_CONTINUE = 1
+    GRACEFUL_EXIT = 2
+    EMERGENCY_STOP = 3
+
+
+@dataclass(frozen=True)
+class ResourceContext:
+    state: ExecutionState
+    subtask_id: str
+    attempt: int  # the running attempt, or the one about to start
+    phase: Phase
+    attempt_elapsed_s: float = 0.0
+    execution_elapsed_s: float = 0.0
+
+    @property
+    def subtask_tokens(self) -> int:
+        return self.state.subtask(self.subtask_id).tokens
+
+    @property
+    def execution_tokens(self) -> int:
+        return sum(view.tokens for view in self.state.subtasks.values())
+
+
+@dataclass(frozen=True)
+class ResourceValidation:
+    constraint: str
+    ok: bool
+    severity: Literal["ok", "near", "over"] = "ok"
+    reason: str = ""  # a sentence starting with a stable word: timeout, max_attempts, ...
+
+
+class ResourceConstraint(Protocol):
+    name: str
+
+    def validate(self, context: ResourceContext) -> ResourceValidation: ...
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: ResourceAction
+    violations: tuple[tuple[ResourceValidation, ResourceAction], ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """The reason of the violation that decided the action."""
+        for validation, action in self.violations:
+            if action == self.action:
+                return validation.reason
+        return ""
+
+
+def evaluate(chain: Sequence[ResourceConstraint], context: ResourceContext) -> Verdict:
+    action = ResourceAction.ALLOW
+    violations: list[tuple[ResourceValidation, ResourceAction]] = []
+    for constraint in chain:
+        validation = constraint.validate(context)
+        if validation.ok:
+            continue
+        answer = constraint.on_violation(validation)
+        violations.append((validation, answer))
+        action = max(action, answer)
+        if answer == ResourceAction.EMERGENCY_STOP:
+            break
+    return Verdict(action=action, violations=tuple(violations))
+
+
+def _ok(name: str) -> ResourceValidation:
+    return ResourceValidation(constraint=name, ok=True)
+
+
+class AttemptTimeout:
+    """The wall clock of one attempt (`limits.timeout`)."""
+
+    name = "attempt_timeout"
+
+    def validate(self, context: ResourceContext) -> ResourceValidation:
+        limit = context.state.spec(context.subtask_id).limits.timeout_s
+        if context.phase != "running" or limit is None or context.attempt_elapsed_s <= limit:
+            return _ok(self.name)
+        return ResourceValidation(
+            self.name,
+            ok=False,
+            severity="over",
+            reason=f"timeout: attempt {context.attempt} ran longer than its limit of {limit:g} s",
+        )
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        return ResourceAction.EMERGENCY_STOP
+
+
+class ExecutionTimeout:
+    """The wall clock of the whole execution (`execution_limits.timeout`)."""
+
+    name = "execution_timeout"
+
+    def validate(self, context: ResourceContext) -> ResourceValidation:
+        limit = context.state.plan.execution_limits.timeout_s
+        if limit is None or context.execution_elapsed_s <= limit:
+            return _ok(self.name)
+        return ResourceValidation(
+            self.name,
+            ok=False,
+            severity="over",
+            reason=f"timeout: the execution ran longer than its limit of {limit:g} s",
+        )
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        return ResourceAction.EMERGENCY_STOP
+
+
+class MaxAttempts:
+    """How many attempts a subtask gets (`limits.max_attempts`)."""
+
+    name = "max_attempts"
+
+    def validate(self, context: ResourceContext) -> ResourceValidation:
+        limit = context.state.spec(context.subtask_id).limits.max_attempts
+        if context.phase != "next_attempt" or context.attempt <= limit:
+            return _ok(self.name)
+        last = context.state.subtask(context.subtask_id).current_attempt
+        why = f"; the last one: {last.reason}" if last is not None and last.reason else ""
+        return ResourceValidation(
+            self.name,
+            ok=False,
+            severity="over",
+            reason=f"max_attempts: {limit} attempt(s) were not accepted{why}",
+        )
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        return ResourceAction.GRACEFUL_EXIT
+
+
+class _TokenBudget(abc.ABC):
+    name = "token_budget"
+    scope = ""
+
+    @abc.abstractmethod
+    def budget(self, context: ResourceContext) -> int | None: ...
+
+    @abc.abstractmethod
+    def used(self, context: ResourceContext) -> int: ...
+
+    def validate(self, context: ResourceContext) -> ResourceValidation:
+        budget = self.budget(context)
+        used = self.used(context)
+        if budget is None or used < WARN_FRACTION * budget:
+            return _ok(self.name)
+        over = used >= budget
+        return ResourceValidation(
+            self.name,
+            ok=False,
+            severity="over" if over else "near",
+            reason=(
+                f"token_budget: {self.scope} used {used} of its {budget} tokens"
+                + ("" if over else f" ({100 * used // budget}%)")
+            ),
+        )
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        if validation.severity == "over":
+            return ResourceAction.GRACEFUL_EXIT
+        return ResourceAction.WARN_CONTINUE
+
+
+class SubtaskTokenBudget(_TokenBudget):
+    name = "subtask_token_budget"
+    scope = "the subtask"
+
+    def budget(self, context: ResourceContext) -> int | None:
+        return context.state.spec(context.subtask_id).limits.token_budget
+
+    def used(self, context: ResourceContext) -> int:
+        return context.subtask_tokens
+
+
+class ExecutionTokenBudget(_TokenBudget):
+    name = "execution_token_budget"
+    scope = "the execution"
+
+    def budget(self, context: ResourceContext) -> int | None:
+        return context.state.plan.execution_limits.token_budget
+
+    def used(self, context: ResourceContext) -> int:
+        return context.execution_tokens
+
+
+BUILT_IN: tuple[ResourceConstraint, ...] = (
+    ExecutionTimeout(),
+    AttemptTimeout(),
+    MaxAttempts(),
+    SubtaskTokenBudget(),
+    ExecutionTokenBudget(),
+)
