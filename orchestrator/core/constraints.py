@@ -101,44 +101,53 @@ def _ok(name: str) -> ResourceValidation:
     return ResourceValidation(constraint=name, ok=True)
 
 
-class AttemptTimeout:
+class _Timeout(abc.ABC):
+    """A wall clock limit: past it, whatever runs is stopped at once."""
+
+    name = "timeout"
+
+    @abc.abstractmethod
+    def limit_and_elapsed(self, context: ResourceContext) -> tuple[float | None, float]: ...
+
+    @abc.abstractmethod
+    def what(self, context: ResourceContext) -> str: ...
+
+    def validate(self, context: ResourceContext) -> ResourceValidation:
+        limit, elapsed = self.limit_and_elapsed(context)
+        if limit is None or elapsed <= limit:
+            return _ok(self.name)
+        reason = f"timeout: {self.what(context)} ran longer than its limit of {limit:g} s"
+        return ResourceValidation(self.name, ok=False, severity="over", reason=reason)
+
+    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        return ResourceAction.EMERGENCY_STOP
+
+
+class AttemptTimeout(_Timeout):
     """The wall clock of one attempt (`limits.timeout`)."""
 
     name = "attempt_timeout"
 
-    def validate(self, context: ResourceContext) -> ResourceValidation:
+    def limit_and_elapsed(self, context: ResourceContext) -> tuple[float | None, float]:
+        if context.phase != "running":
+            return None, 0.0
         limit = context.state.spec(context.subtask_id).limits.timeout_s
-        if context.phase != "running" or limit is None or context.attempt_elapsed_s <= limit:
-            return _ok(self.name)
-        return ResourceValidation(
-            self.name,
-            ok=False,
-            severity="over",
-            reason=f"timeout: attempt {context.attempt} ran longer than its limit of {limit:g} s",
-        )
+        return limit, context.attempt_elapsed_s
 
-    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
-        return ResourceAction.EMERGENCY_STOP
+    def what(self, context: ResourceContext) -> str:
+        return f"attempt {context.attempt}"
 
 
-class ExecutionTimeout:
+class ExecutionTimeout(_Timeout):
     """The wall clock of the whole execution (`execution_limits.timeout`)."""
 
     name = "execution_timeout"
 
-    def validate(self, context: ResourceContext) -> ResourceValidation:
-        limit = context.state.plan.execution_limits.timeout_s
-        if limit is None or context.execution_elapsed_s <= limit:
-            return _ok(self.name)
-        return ResourceValidation(
-            self.name,
-            ok=False,
-            severity="over",
-            reason=f"timeout: the execution ran longer than its limit of {limit:g} s",
-        )
+    def limit_and_elapsed(self, context: ResourceContext) -> tuple[float | None, float]:
+        return context.state.plan.execution_limits.timeout_s, context.execution_elapsed_s
 
-    def on_violation(self, validation: ResourceValidation) -> ResourceAction:
-        return ResourceAction.EMERGENCY_STOP
+    def what(self, context: ResourceContext) -> str:
+        return "the execution"
 
 
 class MaxAttempts:

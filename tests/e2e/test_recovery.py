@@ -138,16 +138,20 @@ def running_agents(kairo: Kairo) -> int:
     return len(started)
 
 
+def start_then_kill_9(kairo: Kairo, runs: Path) -> None:
+    """Two agents running, then their supervisor killed with -9: the execution is PAUSED."""
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 2)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+
 def test_kill_9_while_two_agents_run_reattaches_them(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
-    assert kairo.run("start", str(plan), "--detach").returncode == 0
-    wait_for(lambda: running_agents(kairo) == 2)
-    pid = kairo.json("status")["supervisor_pid"]
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    start_then_kill_9(kairo, runs)
 
     began = time.monotonic()
     resumed = kairo.run("resume", "--wait")
@@ -208,11 +212,7 @@ def test_two_concurrent_resumes_one_owns_the_other_exits_4(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
-    assert kairo.run("start", str(plan), "--detach").returncode == 0
-    wait_for(lambda: running_agents(kairo) == 2)
-    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    start_then_kill_9(kairo, runs)
 
     both = [
         subprocess.Popen(
