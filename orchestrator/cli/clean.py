@@ -13,6 +13,7 @@ from orchestrator.errors import OwnershipError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.edges import integration_checkout
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.tmux.server import TmuxServer
 
@@ -86,6 +87,10 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
             lines.append(f"removed worktree {view.worktree}")
         if await delete_branch(root, view.branch):
             lines.append(f"deleted branch {view.branch}")
+    checkout = integration_checkout(state)
+    if await provider.exists(checkout):
+        await provider.release(checkout)  # a detached checkout of merged work: nothing to lose
+        lines.append(f"removed the integration check's worktree {checkout}")
     tmux = TmuxServer(state.created.tmux_socket)
     if await tmux.has_session(state.created.tmux_session):
         await tmux.kill_session(state.created.tmux_session)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import Workspace
+from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
@@ -32,6 +33,7 @@ def launch(
     resume: bool = False,
     rerun_interrupted: bool = False,
     verified: bool = False,
+    stop: StopMode | None = None,
 ) -> None:
     """Claim the execution (exit 4 if it is owned), start its supervisor, then wait for
     its end (`wait`), attach to its tmux session (a terminal, no `detach`) or return."""
@@ -50,8 +52,11 @@ def launch(
         handover_version=row.version,
         resume=resume,
         rerun_interrupted=rerun_interrupted,
+        stop=stop,
     )
     _wait_until_supervised(ws, execution_id, supervisor, run_root)
+    if stop is not None:
+        return  # `stop` says what happens next
     verb = "resumed" if resume else "started"
     click.echo(
         f"{verb} {state.plan.name} as {execution_id}: {_count(len(state.subtasks), 'subtask')}, "
@@ -89,9 +94,15 @@ def _wait_until_supervised(
     )
 
 
-def wait_until_ended(ws: Workspace, execution_id: str, *, after_seq: int = -1) -> int:
-    """The outcome's exit code, once an end later than `after_seq` is in the log (a
-    reopened execution's old end does not count)."""
+def wait_until_ended(
+    ws: Workspace,
+    execution_id: str,
+    *,
+    after_seq: int = -1,
+    success: tuple[str, ...] = ("COMPLETED",),
+) -> int:
+    """The outcome's exit code (0 for an end in `success`), once an end later than
+    `after_seq` is in the log (a reopened execution's old end does not count)."""
     while True:
         state = ws.state(execution_id)
         if state.ended is not None and (state.ended_seq or 0) > after_seq:
@@ -102,7 +113,7 @@ def wait_until_ended(ws: Workspace, execution_id: str, *, after_seq: int = -1) -
                 f"`kairo-orch report {short_id(execution_id)}` says what happened",
                 err=True,
             )
-            return 0 if state.ended == "COMPLETED" else EXIT_FAILED
+            return 0 if state.ended in success else EXIT_FAILED
         row = ws.row(execution_id)
         # The supervisor lets go of the row right after it appends the end: read again.
         if not owner_alive(row) and ws.state(execution_id).ended is None:

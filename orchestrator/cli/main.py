@@ -18,6 +18,7 @@ from orchestrator.errors import KairoError
 _COMMANDS = {
     "start": "orchestrator.cli.start:start",
     "resume": "orchestrator.cli.resume:resume",
+    "stop": "orchestrator.cli.stop:stop",
     "status": "orchestrator.cli.inspect:status",
     "list": "orchestrator.cli.inspect:list_",
     "attach": "orchestrator.cli.watch:attach",

@@ -23,15 +23,7 @@ class PlanInRepo:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """The loader's warnings, and what this kairo-orch accepts but does not do yet."""
-        plan = self.loaded.plan
-        extra: list[str] = []
-        if plan.integration_verify is not None:
-            extra.append(
-                f"{self.path}: integration_verify is accepted but not run by this version "
-                "yet; check the integration branch yourself"
-            )
-        return (*self.loaded.warnings, *extra)
+        return self.loaded.warnings
 
 
 def read_plan_text(path: Path) -> str:

@@ -24,7 +24,7 @@ from orchestrator.core.constraints import (
 from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
-from orchestrator.core.state import ACTIVE, TERMINAL, ExecutionState, SubtaskView
+from orchestrator.core.state import ACTIVE, TERMINAL, AttemptView, ExecutionState, SubtaskView
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,11 @@ class MergeSubtask(Command):
 
 
 @dataclass(frozen=True)
+class VerifyIntegration(Command):
+    """Run `integration_verify` on the merge just made; undo the merge if it fails."""
+
+
+@dataclass(frozen=True)
 class ReleaseWorkspace(Command):
     pass
 
@@ -100,6 +105,7 @@ def decide(
         return Decision(commands=(CreateIntegrationBranch(),))
     events: list[ev.ExecutionEvent] = [
         *_running_limits(state, now, constraints),
+        *_stops(state),
         *_skips(state),
         *_schedules(state),
         *_attempt_starts(state, now, constraints),
@@ -108,13 +114,33 @@ def decide(
     if events:
         # Decisions first: the commands they lead to are decided on the state they make.
         return Decision(events=tuple(events))
-    commands = [*_attempt_steps(state), *_merge(state), *_releases(state)]
+    commands = [
+        *_attempt_steps(state),
+        *_integration_checks(state),
+        *_merge(state),
+        *_releases(state),
+    ]
     if not commands and _all_done(state):
-        outcome: ev.EndStatus = (
-            "COMPLETED" if len(state.merged) == len(state.subtasks) else "FAILED"
-        )
-        return Decision(events=(ev.ExecutionEnded(status=outcome),))
+        return Decision(events=(ev.ExecutionEnded(status=_outcome(state)),))
     return Decision(commands=tuple(commands))
+
+
+def _outcome(state: ExecutionState) -> ev.EndStatus:
+    if len(state.merged) == len(state.subtasks):
+        return "COMPLETED"
+    return "STOPPED" if state.stop is not None else "FAILED"
+
+
+def _stops(state: ExecutionState) -> Iterator[ev.SubtaskStopped]:
+    """Under a stop, nothing new starts: what has not started never will."""
+    if state.stop is None:
+        return
+    for view in state.subtasks.values():
+        if view.state == "pending":
+            yield ev.SubtaskStopped(
+                subtask_id=view.id,
+                reason="stopped: the execution was stopped before this subtask started",
+            )
 
 
 def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
@@ -137,6 +163,8 @@ def _past(state_name: str) -> str:
 
 
 def _schedules(state: ExecutionState) -> Iterator[ev.SubtaskScheduled]:
+    if state.stop is not None:
+        return
     free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
     for spec in state.plan.subtasks:
         if free <= 0:
@@ -223,6 +251,9 @@ def _attempt_starts(
             continue
         if attempt is not None and attempt.accepted:
             continue
+        if state.stop is not None:
+            yield ev.SubtaskStopped(subtask_id=view.id, reason=_stopped_between(attempt))
+            continue
         number = len(view.attempts) + 1
         context = ResourceContext(
             state=state,
@@ -244,6 +275,17 @@ def _attempt_starts(
             run_dir=attempt_run_dir(state.created.run_root, view.id, number),
             start_commit=view.head_commit,
         )
+
+
+def _stopped_between(attempt: AttemptView | None) -> str:
+    if attempt is None:
+        return "stopped: the execution was stopped before the first attempt"
+    why = " (it was interrupted)" if attempt.interrupted else ""
+    why = f" ({attempt.reason})" if attempt.reason else why
+    return (
+        f"stopped: the execution was stopped after attempt {attempt.number}, "
+        f"which was not accepted{why}"
+    )
 
 
 def attempt_run_dir(run_root: str, subtask_id: str, attempt: int) -> str:
@@ -294,8 +336,17 @@ def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
             yield RunVerify(subtask_id=view.id, attempt=attempt.number)
 
 
+def _integration_checks(state: ExecutionState) -> Iterator[VerifyIntegration]:
+    for view in state.subtasks.values():
+        if view.checking_integration:
+            yield VerifyIntegration(subtask_id=view.id)
+
+
 def _merge(state: ExecutionState) -> Iterator[MergeSubtask]:
-    """At most one merge at a time, in plan order or in order of completion."""
+    """At most one merge at a time, in plan order or in order of completion; none while
+    the last one's integration check runs, since the next merge would build on it."""
+    if any(view.checking_integration for view in state.subtasks.values()):
+        return
     if state.plan.merge_order == "completion":
         ready = [v for v in state.subtasks.values() if v.state == "succeeded"]
         if ready:

@@ -170,6 +170,21 @@ class Conflict(BaseModel):
     message: str = ""
 
 
+class IntegrationVerified(_Event):
+    """The plan's `integration_verify` ran on the integration branch after a merge.
+
+    On a failure the merge was undone: the branch was moved back to `restored_commit`
+    (the merge's parent) before this was recorded, and the subtask's branch is kept.
+    """
+
+    type: Literal["integration_verified"] = "integration_verified"
+    subtask_id: str
+    merge_commit: str
+    exit_code: int
+    output_tail: str = ""
+    restored_commit: str | None = None  # set when the merge was undone
+
+
 class SubtaskConflicted(_Event):
     type: Literal["subtask_conflicted"] = "subtask_conflicted"
     subtask_id: str
@@ -206,6 +221,31 @@ class SubtaskFailed(_Event):
     reason: str
 
 
+StopMode = Literal["graceful", "now"]
+
+
+class StopRequested(_Event):
+    """`kairo-orch stop` (or SIGTERM) reached the supervisor: nothing new starts.
+
+    graceful: running attempts finish and are judged, accepted work is merged. now: the
+    running agents are killed as well, their partial work set aside on refs. A request is
+    addressed to the supervisor that recorded it: a `resume` begins without it.
+    """
+
+    type: Literal["stop_requested"] = "stop_requested"
+    mode: StopMode
+    source: str  # "kairo-orch stop", "SIGTERM", ...
+    at: float = 0.0
+
+
+class SubtaskStopped(_Event):
+    """A subtask that a stop kept from starting (or from another attempt)."""
+
+    type: Literal["subtask_stopped"] = "subtask_stopped"
+    subtask_id: str
+    reason: str
+
+
 class WorkspaceReleased(_Event):
     type: Literal["workspace_released"] = "workspace_released"
     subtask_id: str
@@ -237,10 +277,13 @@ ExecutionEvent = Annotated[
     | VerifyFinished
     | AttemptJudged
     | SubtaskMerged
+    | IntegrationVerified
     | SubtaskConflicted
     | SubtaskSkipped
     | ConstraintViolated
     | SubtaskFailed
+    | StopRequested
+    | SubtaskStopped
     | WorkspaceReleased
     | ExecutionEnded
     | ExecutionReopened,

@@ -74,11 +74,15 @@ TAIL_LINES = 12
 
 
 def _output_tail(view: SubtaskView) -> str:
-    """The last lines that explain a failure: the verify gate's output, else the agent's."""
+    """The last lines that explain a failure: the integration check's output, else the
+    verify gate's, else the agent's."""
     attempt = view.current_attempt
-    if attempt is None:
+    if view.integration_output:
+        text = view.integration_output
+    elif attempt is None:
         return ""
-    text = attempt.verify_output_tail if attempt.verify_exit_code else attempt.output_tail
+    else:
+        text = attempt.verify_output_tail if attempt.verify_exit_code else attempt.output_tail
     return "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
 
 

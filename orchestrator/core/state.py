@@ -46,7 +46,8 @@ class AttemptView:
     started_at: float | None = None  # unix time its runner started, for its timeout
     interrupted: bool = False
     recovery_ref: str | None = None
-    stopped_by: str | None = None  # the constraint's reason, when one stopped it
+    stopped_by: str | None = None  # the constraint's or the stop's reason, when one cut it
+    cut_by_stop: bool = False  # `stop --now` killed it: the subtask ends stopped, not failed
     tree: str = ""
     exit_code: int | None = None
     output_tail: str = ""
@@ -91,6 +92,12 @@ class SubtaskView:
     merge: ev.SubtaskMerged | None = None
     succeeded_at_seq: int | None = None
     skipped_for: str | None = None  # the dependency whose failure skipped it
+    integration_output: str = ""  # the tail of a failed integration_verify after its merge
+
+    @property
+    def checking_integration(self) -> bool:
+        """Merged into the integration branch, with `integration_verify` still to pass."""
+        return self.state == "verifying" and self.merge is not None
 
     @property
     def current_attempt(self) -> AttemptView | None:
@@ -115,6 +122,7 @@ class ExecutionState:
     ended_seq: int | None = None  # the seq of the execution_ended that ended it
     started_at: float | None = None  # unix time of the first supervisor start
     warned: frozenset[str] = frozenset()  # "constraint:subtask" warnings already recorded
+    stop: ev.StopMode | None = None  # a stop this supervisor was asked for
 
     @property
     def plan(self) -> ResolvedPlan:
@@ -155,7 +163,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             raise ValueError("execution_created may only be the first event")
         case ev.SupervisorStarted(pid=pid, host=host, at=at):
             started_at = state.started_at if state.started_at is not None else (at or None)
-            return replace(state, supervisor_pid=pid, supervisor_host=host, started_at=started_at)
+            # A stop is asked of one supervisor: whoever resumes the execution goes on.
+            return replace(
+                state, supervisor_pid=pid, supervisor_host=host, started_at=started_at, stop=None
+            )
         case ev.IntegrationBranchCreated(commit=commit):
             return replace(state, integration_head=commit)
         case ev.SubtaskScheduled(subtask_id=sid, start_commit=commit):
@@ -220,10 +231,17 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 return _update(state, sid, state="succeeded", succeeded_at_seq=seq)
             if not event.final:
                 return state  # sent back: another attempt follows, if the limits allow
-            return _update(state, sid, state="failed", reason=reason)
+            cut = state.subtask(sid).attempts[-1].cut_by_stop
+            return _update(state, sid, state="stopped" if cut else "failed", reason=reason)
         case ev.SubtaskMerged(subtask_id=sid, merge_commit=commit):
-            state = replace(state, integration_head=commit, merged=(*state.merged, sid))
-            return _update(state, sid, state="merged", merge=event)
+            state = replace(state, integration_head=commit)
+            if state.plan.integration_verify is not None:
+                return _update(state, sid, state="verifying", merge=event)
+            return _merged(_update(state, sid, merge=event), sid)
+        case ev.IntegrationVerified(subtask_id=sid, exit_code=0):
+            return _merged(state, sid)
+        case ev.IntegrationVerified(subtask_id=sid):
+            return _merge_undone(state, event)
         case ev.SubtaskConflicted(subtask_id=sid, conflicts=conflicts):
             paths = ", ".join(conflict.path for conflict in conflicts)
             reason = f"conflict: {len(conflicts)} path(s) conflict with merged work: {paths}"
@@ -232,6 +250,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return _update(state, sid, state="skipped", reason=reason, skipped_for=dependency)
         case ev.SubtaskFailed(subtask_id=sid, reason=reason):
             return _update(state, sid, state="failed", reason=reason)
+        case ev.StopRequested():
+            return _stop_requested(state, event)
+        case ev.SubtaskStopped(subtask_id=sid, reason=reason):
+            return _update(state, sid, state="stopped", reason=reason)
         case ev.WorkspaceReleased(subtask_id=sid):
             return _update(state, sid, worktree=None)
         case ev.ExecutionEnded(status=status):
@@ -239,6 +261,41 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.ExecutionReopened():
             return replace(state, ended=None, ended_seq=None)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _merged(state: ExecutionState, subtask_id: str) -> ExecutionState:
+    state = replace(state, merged=(*state.merged, subtask_id))
+    return _update(state, subtask_id, state="merged")
+
+
+def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> ExecutionState:
+    sid = event.subtask_id
+    check = state.plan.integration_verify
+    branch = state.subtask(sid).branch
+    reason = (
+        f"integration_verify_failed: `{check}` exited with status {event.exit_code} on the "
+        f"integration branch after {sid} merged; the merge was undone, and its work stays "
+        f"on {branch}"
+    )
+    state = replace(state, integration_head=event.restored_commit)
+    return _update(
+        state, sid, state="failed", reason=reason, merge=None, integration_output=event.output_tail
+    )
+
+
+def _stop_requested(state: ExecutionState, event: ev.StopRequested) -> ExecutionState:
+    if state.stop == "now" or event.mode == "graceful":
+        return replace(state, stop=state.stop or "graceful")
+    state = replace(state, stop="now")
+    for view in state.subtasks.values():
+        attempt = view.current_attempt
+        if view.state not in ACTIVE or attempt is None or attempt.exited or attempt.finished:
+            continue
+        if attempt.stopped_by is not None:
+            continue  # a constraint is stopping it already, for a reason of its own
+        reason = f"stopped: {event.source} stopped the execution while attempt {attempt.number} ran"
+        state = _update_attempt(state, view.id, stopped_by=reason, cut_by_stop=True)
+    return state
 
 
 def _violated(state: ExecutionState, event: ev.ConstraintViolated) -> ExecutionState:

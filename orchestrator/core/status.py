@@ -34,6 +34,7 @@ def status_document(
         "tmux_session": created.tmux_session,
         "tmux_socket": created.tmux_socket,
         "supervisor_pid": state.supervisor_pid,
+        "stopping": state.stop if status == "RUNNING" else None,
         "head": {"seq": head_seq, "hash": head_hash},
         "subtasks": [
             {

@@ -53,6 +53,8 @@ class WorkspaceProvider(Protocol):
 
     async def exists(self, path: Path) -> bool: ...
 
+    async def check_out_detached(self, path: Path, commit: str) -> Path: ...
+
 
 class LocalWorktreeProvider:
     """Worktrees of the repository at `repo_root`, one new branch each.
@@ -136,6 +138,37 @@ class LocalWorktreeProvider:
             await git("reset", "--hard", "--quiet", cwd=path)
             head = await rev_parse(path, "HEAD")
         return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
+
+    async def check_out_detached(self, path: Path, commit: str) -> Path:
+        """A worktree at `commit` on no branch, for checks of the integration branch.
+
+        Reused from one check to the next: an existing one is moved to `commit`, which
+        rewrites only the files that differ, and what the last check left untracked is
+        removed; ignored files (installed dependencies, caches) stay, as in a developer's
+        own checkout.
+        """
+        if await self.exists(path):
+            path = await trio.to_thread.run_sync(_resolve, path)
+            await git("reset", "--hard", "--quiet", commit, cwd=path)
+            await git("clean", "-d", "--force", "--quiet", cwd=path)
+            return path
+        protected = (self.repo_root, self._common_dir)
+        path = await trio.to_thread.run_sync(
+            _prepare_target, path, protected, default_worktree_root(self._common_dir)
+        )
+        async with self._lock:
+            await git(
+                "worktree",
+                "add",
+                "--no-checkout",
+                "--detach",
+                "--",
+                str(path),
+                commit,
+                cwd=self.repo_root,
+            )
+        await git("reset", "--hard", "--quiet", cwd=path)
+        return path
 
     async def release(self, workspace_path: Path) -> None:
         """Remove the worktree (modified and untracked files too); keep its branch.

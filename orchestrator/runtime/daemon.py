@@ -18,10 +18,13 @@ import structlog
 import trio
 
 from orchestrator import logs
+from orchestrator.core.events import StopMode
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.core.state import ExecutionState
+from orchestrator.errors import KairoError
 from orchestrator.git.repo import Identity, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
-from orchestrator.runtime.edges import Edges
+from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal, read_state
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.supervisor import supervise
@@ -48,6 +51,7 @@ def spawn_supervisor(
     handover_version: int,
     resume: bool = False,
     rerun_interrupted: bool = False,
+    stop: StopMode | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the supervisor detached from this terminal (its own session, no tty).
 
@@ -70,6 +74,8 @@ def spawn_supervisor(
         argv.append("--resume")
     if rerun_interrupted:
         argv.append("--rerun-interrupted")
+    if stop is not None:
+        argv += ["--stop", stop]
     with supervisor_log_path(run_root).open("ab") as log_file:
         return subprocess.Popen(
             argv,
@@ -106,6 +112,7 @@ async def run_supervisor(
     handover_version: int | None,
     resume: bool,
     rerun_interrupted: bool,
+    stop: StopMode | None = None,
 ) -> int:
     paths = discover_repo(repo_root)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
@@ -140,12 +147,25 @@ async def run_supervisor(
             environment=dict(os.environ),
         )
         journal = Journal(store, state, owner=me, version=row.version)
-        final = await supervise(journal, edges, resumed=resume, rerun_interrupted=rerun_interrupted)
+        final = await supervise(
+            journal, edges, resumed=resume, rerun_interrupted=rerun_interrupted, stop=stop
+        )
+        await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
         await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
         await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
+
+
+async def _remove_integration_checkout(edges: Edges, state: ExecutionState) -> None:
+    """Its job ended with the execution; a failure to remove it is left for `clean`."""
+    checkout = integration_checkout(state)
+    if await edges.workspaces.exists(checkout):
+        try:
+            await edges.workspaces.release(checkout)
+        except KairoError as error:
+            log.warning("integration_checkout_left", path=str(checkout), error=error.message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handover-version", type=int, default=None)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--rerun-interrupted", action="store_true")
+    parser.add_argument("--stop", choices=["graceful", "now"], default=None)
     args = parser.parse_args(argv)
     logs.configure(sys.stdout)
     try:
@@ -168,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 handover_version=args.handover_version,
                 resume=args.resume,
                 rerun_interrupted=args.rerun_interrupted,
+                stop=args.stop,
             )
         )
     except BaseException:

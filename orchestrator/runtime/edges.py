@@ -25,5 +25,10 @@ class Edges:
     environment: Mapping[str, str]  # of the command that started or resumed the supervisor
 
 
+def integration_checkout(state: ExecutionState) -> Path:
+    """Where `integration_verify` runs: no subtask id starts with a dot, so none collides."""
+    return Path(state.created.worktree_root) / ".integration"
+
+
 def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFiles:
     return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))

@@ -16,12 +16,19 @@ from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import KairoError
+from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import changed_paths, diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
-from orchestrator.git.refs import branch_exists, branch_ref, create_branch, rev_parse, tree_of
+from orchestrator.git.refs import (
+    branch_exists,
+    branch_ref,
+    create_branch,
+    rev_parse,
+    tree_of,
+    update_ref,
+)
 from orchestrator.runtime.attempts import (
     read_exit_record,
     read_token_usage,
@@ -29,13 +36,14 @@ from orchestrator.runtime.attempts import (
     runner_alive,
     write_attempt_files,
 )
-from orchestrator.runtime.edges import Edges, attempt_files
+from orchestrator.runtime.edges import Edges, attempt_files, integration_checkout
 from orchestrator.runtime.process_groups import stop_group
 from orchestrator.runtime.processes import run_shell
 from orchestrator.runtime.recovery import interrupt, recorded_group
 
 OUTPUT_TAIL_BYTES = 4096
 KILL_RECORD_WAIT_S = 10.0
+CANNOT_RUN = 126  # the shell's word for a command that could not be started
 
 
 async def execute(
@@ -58,6 +66,8 @@ async def execute(
             return await _run_verify(edges, state, command)
         case cmd.MergeSubtask():
             return await _merge(edges, state, command)
+        case cmd.VerifyIntegration():
+            return await _verify_integration(edges, state, command)
         case cmd.ReleaseWorkspace():
             return await _release(edges, state, command)
     raise AssertionError(f"unknown command {command!r}")  # pragma: no cover
@@ -316,6 +326,63 @@ async def _merge(
             diffstat=stat.text,
             insertions=stat.insertions,
             deletions=stat.deletions,
+        )
+    ]
+
+
+async def _verify_integration(
+    edges: Edges, state: ExecutionState, command: cmd.VerifyIntegration
+) -> list[ev.ExecutionEvent]:
+    """Run `integration_verify` on the merge; on a failure, move the branch back first."""
+    sid = command.subtask_id
+    merge = state.subtask(sid).merge
+    check = state.plan.integration_verify
+    assert merge is not None and check is not None
+    target = branch_ref(state.created.integration_branch)
+    current = await rev_parse(edges.repo_root, target)
+    if current == merge.previous_commit:
+        # Undone already, by a supervisor that stopped before it could say so.
+        return [
+            ev.IntegrationVerified(
+                subtask_id=sid,
+                merge_commit=merge.merge_commit,
+                exit_code=1,
+                output_tail="(the check failed and its merge was undone before the supervisor "
+                "stopped; its output was not recorded)",
+                restored_commit=merge.previous_commit,
+            )
+        ]
+    if current != merge.merge_commit:
+        raise StepFailed(
+            f"{target} moved to {current[:12]} while the merge of {sid} was being checked"
+        )
+    try:
+        checkout = await edges.workspaces.check_out_detached(
+            integration_checkout(state), merge.merge_commit
+        )
+        env = {
+            **edges.environment,
+            "KAIRO_EXECUTION_ID": state.execution_id,
+            "KAIRO_SUBTASK_ID": sid,
+            "KAIRO_WORKTREE": str(checkout),
+            "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
+        }
+        result = await run_shell(check, cwd=checkout, env=env)
+        exit_code, output = result.exit_code, result.output
+    except KairoError as error:
+        # A merge that could not be checked does not stay either.
+        exit_code, output = CANNOT_RUN, f"the check could not run: {error.message}"
+    restored = None
+    if exit_code != 0:
+        await update_ref(edges.repo_root, target, new=merge.previous_commit, old=merge.merge_commit)
+        restored = merge.previous_commit
+    return [
+        ev.IntegrationVerified(
+            subtask_id=sid,
+            merge_commit=merge.merge_commit,
+            exit_code=exit_code,
+            output_tail=output[-OUTPUT_TAIL_BYTES:],
+            restored_commit=restored,
         )
     ]
 

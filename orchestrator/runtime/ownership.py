@@ -34,6 +34,14 @@ def _split(owner: str) -> tuple[str, int | None]:
     return host, int(pid) if pid.isdigit() else None
 
 
+def local_owner_pid(row: ExecutionRow) -> int | None:
+    """The owner's pid when the owner is a process of this host, else None."""
+    if not row.owner:
+        return None
+    host, pid = _split(row.owner)
+    return pid if host == socket.gethostname() else None
+
+
 def lease_deadline(now: datetime | None = None) -> str:
     return format_timestamp((now or datetime.now(UTC)) + LEASE)
 

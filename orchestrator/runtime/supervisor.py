@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import AsyncIterator, Sequence
 from os import getpid
 
 import structlog
@@ -18,6 +19,7 @@ import trio
 
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
@@ -26,6 +28,7 @@ from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.recovery import reconcile
+from orchestrator.runtime.stopping import STOP_SIGNALS, stop_on_signals
 
 log = structlog.get_logger(__name__)
 
@@ -40,30 +43,52 @@ _FAILURE_WORD: dict[type[cmd.Command], str] = {
     cmd.CommitAttempt: "agent_failed",
     cmd.RunVerify: "verify_failed",
     cmd.MergeSubtask: "merge_failed",
+    cmd.VerifyIntegration: "integration_verify_failed",
 }
 
 
 async def supervise(
-    journal: Journal, edges: Edges, *, resumed: bool = False, rerun_interrupted: bool = False
+    journal: Journal,
+    edges: Edges,
+    *,
+    resumed: bool = False,
+    rerun_interrupted: bool = False,
+    stop: ev.StopMode | None = None,
 ) -> ExecutionState:
     """Run the execution to its end; return the final state.
 
     A resumed supervisor first reconciles the log with the world (recovery.py), so that
-    nothing it decides rests on a step the log does not know the outcome of.
+    nothing it decides rests on a step the log does not know the outcome of. With `stop`,
+    it stops the execution as soon as it has (`kairo-orch stop` of a paused execution).
     """
-    started = ev.SupervisorStarted(
-        pid=getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
-    )
-    constraints = load_constraints()
-    await journal.append([started])
-    if resumed:
-        await journal.append(
-            await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
+    # From the first moment: a stop signal that comes during recovery waits in the queue.
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        started = ev.SupervisorStarted(
+            pid=getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
         )
-        await journal.set_status("RUNNING")
+        constraints = load_constraints()
+        await journal.append([started])
+        if resumed:
+            await journal.append(
+                await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
+            )
+            await journal.set_status("RUNNING")
+        if stop is not None:
+            source = "kairo-orch stop --now" if stop == "now" else "kairo-orch stop"
+            await journal.append([ev.StopRequested(mode=stop, source=source, at=time.time())])
+        return await _loop(journal, edges, signals, constraints)
+
+
+async def _loop(
+    journal: Journal,
+    edges: Edges,
+    signals: AsyncIterator[int],
+    constraints: Sequence[ResourceConstraint],
+) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
+        nursery.start_soon(stop_on_signals, journal, signals)
         while True:
             decision = decide(journal.state, time.time(), constraints)
             if decision.events:

@@ -138,9 +138,9 @@ def running_agents(kairo: Kairo) -> int:
     return len(started)
 
 
-def start_then_kill_9(kairo: Kairo, runs: Path) -> None:
+def start_then_kill_9(kairo: Kairo, runs: Path, sleep: float = 2) -> None:
     """Two agents running, then their supervisor killed with -9: the execution is PAUSED."""
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=sleep))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 2)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
@@ -212,7 +212,7 @@ def test_two_concurrent_resumes_one_owns_the_other_exits_4(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    start_then_kill_9(kairo, runs)
+    start_then_kill_9(kairo, runs, sleep=6)  # still running when the third resume asks
 
     both = [
         subprocess.Popen(

@@ -1,0 +1,114 @@
+"""`stop`: ask an execution's supervisor to stop, gracefully or at once.
+
+A running supervisor is a process of this host, so the request is a signal (SIGTERM for
+graceful, SIGUSR1 for `--now`; runtime/stopping.py), which it records as an event before
+anything else. A paused execution has no supervisor to ask: one is started to stop it,
+so that what recovery finds (agents still running, half-done steps) is settled the same
+way, and the execution ends STOPPED rather than staying PAUSED.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.context import Workspace, common_options, open_workspace
+from orchestrator.cli.launch import launch, wait_until_ended
+from orchestrator.core.events import StopMode
+from orchestrator.core.ids import short_id
+from orchestrator.core.state import ACTIVE, ExecutionState
+from orchestrator.errors import EnvironmentProblem
+from orchestrator.runtime.ownership import local_owner_pid, owner_alive, owner_token
+from orchestrator.runtime.stopping import GRACEFUL_SIGNALS, NOW_SIGNAL
+
+REQUEST_TIMEOUT_S = 20.0
+POLL_S = 0.05
+
+
+@click.command()
+@click.argument("execution", required=False)
+@click.option(
+    "--now", is_flag=True, help="Kill the running agents at once; their partial work is kept."
+)
+@click.option("--wait", is_flag=True, help="Block until the execution has ended.")
+@common_options
+def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: str | None) -> None:
+    """Stop an execution (the newest when ID is left out): running attempts finish and are
+    judged, accepted work is merged, nothing new starts. It ends STOPPED."""
+    mode: StopMode = "now" if now else "graceful"
+    with open_workspace(repo, store_url) as ws:
+        execution_id = ws.resolve(execution)
+        state = ws.state(execution_id)
+        if state.ended is not None:
+            click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
+            return
+        if not _ask_supervisor(ws, execution_id, mode):
+            # No supervisor (PAUSED), or it died just now: start one that stops it.
+            launch(ws, execution_id, wait=False, detach=True, resume=True, stop=mode)
+        click.echo(_what_happens(ws.state(execution_id), mode), err=True)
+        if wait:
+            raise SystemExit(
+                wait_until_ended(
+                    ws, execution_id, after_seq=state.seq, success=("STOPPED", "COMPLETED")
+                )
+            )
+
+
+def _ask_supervisor(ws: Workspace, execution_id: str, mode: StopMode) -> bool:
+    """Signal the live supervisor and wait until it has recorded the request; False when
+    there is no supervisor to ask."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    signalled = False
+    while time.monotonic() < deadline:
+        row = ws.row(execution_id)
+        state = ws.state(execution_id)
+        if state.ended is not None or _recorded(state.stop, mode):
+            return True  # a graceful stop asked twice is not made a `--now` by a 2nd SIGTERM
+        if not owner_alive(row):
+            return False
+        pid = local_owner_pid(row)
+        if pid is None:
+            raise EnvironmentProblem(
+                f"execution {execution_id} is supervised on another host ({row.owner}); "
+                "run `kairo-orch stop` there",
+                execution_id=execution_id,
+            )
+        # Only the supervisor itself, never the `start` that is handing the claim over.
+        if not signalled and row.owner == owner_token(state.supervisor_pid):
+            os.kill(pid, NOW_SIGNAL if mode == "now" else GRACEFUL_SIGNALS[0])
+            signalled = True
+        time.sleep(POLL_S)
+    raise EnvironmentProblem(
+        f"the supervisor of {execution_id} did not answer the stop request within "
+        f"{REQUEST_TIMEOUT_S:.0f} s; `kairo-orch status {short_id(execution_id)}` shows it",
+        execution_id=execution_id,
+    )
+
+
+def _recorded(stop: StopMode | None, mode: StopMode) -> bool:
+    return stop == "now" or (stop is not None and mode == "graceful")
+
+
+def _what_happens(state: ExecutionState, mode: StopMode) -> str:
+    running = sum(
+        view.state in ACTIVE
+        and view.current_attempt is not None
+        and not view.current_attempt.exited
+        for view in state.subtasks.values()
+    )
+    short = short_id(state.execution_id)
+    if state.ended is not None:
+        return f"execution {state.execution_id} ended {state.ended}"
+    if mode == "now":
+        return (
+            f"stopping {state.execution_id} now: {running} running agent(s) are being killed, "
+            f"their partial work kept on refs/kairo/stopped/{short}/; nothing new starts"
+        )
+    return (
+        f"stopping {state.execution_id}: {running} running attempt(s) finish and are judged, "
+        f"accepted work is merged, nothing new starts; `kairo-orch status {short}` follows "
+        f"it, and `kairo-orch stop --now {short}` stops it at once"
+    )

@@ -1,0 +1,204 @@
+"""Stopping an execution and checking the integration branch, through decide and fold."""
+
+from __future__ import annotations
+
+from orchestrator.core import decide as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.decide import decide
+from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.report import build_report
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.status import status_document
+from tests.core.test_decide import World, feed, plan, run, start, subtask
+
+
+class CheckedWorld(World):
+    """A World whose integration check fails after the merges it names."""
+
+    def __init__(self, broken_by: tuple[str, ...] = (), **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.broken_by = set(broken_by)
+        self.checked: list[str] = []
+
+    def answer(self, state: ExecutionState, command: cmd.Command) -> list[ev.ExecutionEvent]:
+        match command:
+            case cmd.VerifyIntegration(subtask_id=sid):
+                merge = state.subtask(sid).merge
+                assert merge is not None
+                self.checked.append(sid)
+                failed = sid in self.broken_by
+                return [
+                    ev.IntegrationVerified(
+                        subtask_id=sid,
+                        merge_commit=merge.merge_commit,
+                        exit_code=1 if failed else 0,
+                        output_tail="E   ImportError: cannot import name 'auth'" if failed else "",
+                        restored_commit=merge.previous_commit if failed else None,
+                    )
+                ]
+            case cmd.KillAttempt(subtask_id=sid, attempt=number):
+                return [
+                    ev.AttemptExited(
+                        subtask_id=sid, attempt=number, exit_code=143, output_tail="killed"
+                    )
+                ]
+        return super().answer(state, command)
+
+
+def checked_plan(*ids: str, integration_verify: str | None = "pytest -q") -> ResolvedPlan:
+    base = plan(*(subtask(i) for i in ids))
+    return base.model_copy(update={"integration_verify": integration_verify})
+
+
+def drive_until(state: ExecutionState, world: World, done: object) -> ExecutionState:
+    """Carry out the first command at a time until `done(state)` holds."""
+    for _ in range(200):
+        if done(state):  # type: ignore[operator]
+            return state
+        decision = decide(state)
+        state = feed(state, decision.events or world.answer(state, decision.commands[0]))
+    raise AssertionError("the condition never held")
+
+
+def running(state: ExecutionState, sid: str) -> bool:
+    attempt = state.subtask(sid).current_attempt
+    return attempt is not None and attempt.pane_id is not None
+
+
+# The integration check -----------------------------------------------------------------
+
+
+def test_every_merge_is_checked_before_the_next_one_builds_on_it() -> None:
+    world = CheckedWorld()
+    final = run(start(checked_plan("a", "b", "c")), world)
+    assert final.ended == "COMPLETED"
+    assert world.checked == ["a", "b", "c"]
+    assert final.merged == ("a", "b", "c")
+
+
+def test_no_merge_starts_while_the_last_one_is_being_checked() -> None:
+    world = CheckedWorld()
+    state = drive_until(start(checked_plan("a", "b")), world, lambda s: s.merged == ())
+    state = drive_until(state, world, lambda s: s.subtask("a").checking_integration)
+    commands = decide(state).commands
+    assert cmd.VerifyIntegration(subtask_id="a") in commands
+    assert not any(isinstance(c, cmd.MergeSubtask) for c in commands)
+
+
+def test_a_failed_check_undoes_the_merge_and_fails_the_subtask_keeping_its_branch() -> None:
+    world = CheckedWorld(broken_by=("b",))
+    final = run(start(checked_plan("a", "b", "c")), world)
+    b = final.subtask("b")
+    assert b.state == "failed"
+    assert b.reason is not None
+    assert b.reason.startswith("integration_verify_failed: `pytest -q` exited with status 1")
+    assert "its work stays on b/b" in b.reason
+    assert b.merge is None and "b" not in final.merged
+    assert final.merged == ("a", "c")
+    assert final.ended == "FAILED"
+    # c was merged onto the branch as it stood after the undo, not onto b's merge
+    c_merge = final.subtask("c").merge
+    assert c_merge is not None and c_merge.merge_commit == "merge-3-c"
+    report = build_report(final, "FAILED")
+    (failed,) = report["failed"]
+    assert failed["id"] == "b" and "ImportError" in failed["output_tail"]
+
+
+def test_a_failed_check_moves_the_integration_head_back() -> None:
+    world = CheckedWorld(broken_by=("a",))
+    state = drive_until(start(checked_plan("a")), world, lambda s: s.subtask("a").merge)
+    assert state.integration_head == "merge-1-a"
+    state = feed(state, world.answer(state, cmd.VerifyIntegration(subtask_id="a")))
+    assert state.integration_head == "p"  # the merge's parent, as the edge restored it
+
+
+def test_dependents_of_a_merge_that_broke_the_branch_are_skipped() -> None:
+    p = plan(subtask("a"), subtask("b", "a")).model_copy(update={"integration_verify": "make"})
+    final = run(start(p), CheckedWorld(broken_by=("a",)))
+    assert final.subtask("b").state == "skipped"
+    assert final.subtask("b").reason == "dependency: it depends on 'a', which failed"
+
+
+def test_without_integration_verify_a_merge_is_final_at_once() -> None:
+    world = CheckedWorld()
+    final = run(start(checked_plan("a", integration_verify=None)), world)
+    assert final.merged == ("a",) and world.checked == []
+
+
+# Stopping --------------------------------------------------------------------------------
+
+
+def graceful(source: str = "kairo-orch stop") -> ev.StopRequested:
+    return ev.StopRequested(mode="graceful", source=source)
+
+
+def test_a_graceful_stop_lets_the_running_attempt_finish_and_starts_nothing_new() -> None:
+    world = CheckedWorld()
+    p = plan(subtask("a"), subtask("b"), subtask("c"), max_parallel=1)
+    state = drive_until(start(p), world, lambda s: running(s, "a"))
+    final = run(feed(state, [graceful()]), world)
+    assert final.subtask("a").state == "merged"  # finished, judged and merged
+    assert world.launched == ["a"]
+    for sid in ("b", "c"):
+        assert final.subtask(sid).state == "stopped"
+        assert final.subtask(sid).reason == (
+            "stopped: the execution was stopped before this subtask started"
+        )
+    assert final.ended == "STOPPED"
+
+
+def test_a_graceful_stop_gives_no_further_attempt_to_a_rejected_one() -> None:
+    world = CheckedWorld(exit_codes={"a": 2})
+    state = drive_until(start(plan(subtask("a"))), world, lambda s: running(s, "a"))
+    final = run(feed(state, [graceful()]), world)
+    view = final.subtask("a")
+    assert len(view.attempts) == 1
+    assert view.state == "stopped"
+    assert view.reason == (
+        "stopped: the execution was stopped after attempt 1, which was not accepted "
+        "(agent_failed: the agent exited with status 2)"
+    )
+    assert final.ended == "STOPPED"
+
+
+def test_stop_now_kills_the_running_attempt_and_ends_its_subtask_stopped() -> None:
+    world = CheckedWorld()
+    state = drive_until(start(plan(subtask("a"))), world, lambda s: running(s, "a"))
+    state = feed(state, [ev.StopRequested(mode="now", source="kairo-orch stop --now")])
+    assert cmd.KillAttempt(subtask_id="a", attempt=1) in decide(state).commands
+    final = run(state, world)
+    view = final.subtask("a")
+    assert view.state == "stopped"
+    assert view.reason is not None
+    assert view.reason.startswith(
+        "stopped: kairo-orch stop --now stopped the execution while attempt 1 ran"
+    )
+    assert view.merge is None
+    assert final.ended == "STOPPED"
+
+
+def test_a_stop_after_everything_merged_still_completes() -> None:
+    world = CheckedWorld()
+    state = drive_until(start(plan(subtask("a"))), world, lambda s: s.merged == ("a",))
+    assert run(feed(state, [graceful()]), world).ended == "COMPLETED"
+
+
+def test_now_overrides_graceful_and_not_the_other_way_round() -> None:
+    state = start(plan(subtask("a")))
+    assert feed(state, [graceful(), ev.StopRequested(mode="now", source="x")]).stop == "now"
+    assert feed(state, [ev.StopRequested(mode="now", source="x"), graceful()]).stop == "now"
+
+
+def test_a_resumed_supervisor_goes_on_without_the_stop_asked_of_the_last_one() -> None:
+    state = feed(start(plan(subtask("a"))), [graceful()])
+    state = feed(state, [ev.SupervisorStarted(pid=2, host="h")])
+    assert state.stop is None
+    assert isinstance(decide(state).events[0], ev.SubtaskScheduled)
+
+
+def test_status_says_a_running_execution_is_stopping() -> None:
+    state = feed(start(plan(subtask("a"))), [graceful()])
+    document = status_document(state, status="RUNNING", version=1, head_seq=3, head_hash="h")
+    assert document["stopping"] == "graceful"
+    paused = status_document(state, status="PAUSED", version=1, head_seq=3, head_hash="h")
+    assert paused["stopping"] is None

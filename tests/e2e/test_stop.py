@@ -1,0 +1,144 @@
+"""Stopping a running execution, and the integration check that undoes a broken merge."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Kairo, git
+from tests.e2e.test_limits import processes_with
+from tests.e2e.test_recovery import running_agents, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def queue_plan(kairo: Kairo, first_agent: str) -> Path:
+    """One agent at a time: `first` runs while `second` and `third` wait their turn."""
+    return kairo.write_plan(
+        "version: 1\nname: queue\nmax_parallel: 1\n"
+        "agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}\n"
+        f"subtasks:\n  - id: first\n    agent: {{run: '{first_agent}'}}\n"
+        "  - id: second\n  - id: third\n"
+    )
+
+
+def states(kairo: Kairo) -> dict[str, str]:
+    return {s["id"]: s["state"] for s in kairo.json("status")["subtasks"]}
+
+
+def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(kairo: Kairo) -> None:
+    plan = queue_plan(kairo, "sleep 3; echo first > first.txt")
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 1)
+
+    asked = kairo.run("stop")
+
+    assert asked.returncode == 0, asked.stderr
+    assert "1 running attempt(s) finish" in asked.stderr
+    assert kairo.json("status")["stopping"] == "graceful"
+    assert states(kairo)["first"] == "running"  # stop returned without waiting for it
+    done = kairo.run("stop", "--wait")  # asking again changes nothing, and waits
+    assert done.returncode == 0, done.stderr
+    status = kairo.json("status")
+    assert status["status"] == "STOPPED"
+    assert states(kairo) == {"first": "merged", "second": "stopped", "third": "stopped"}
+    assert git(kairo.repo, "show", f"{status['integration_branch']}:first.txt") == "first\n"
+    assert running_agents(kairo) == 1  # second and third never started
+    report = kairo.run("report").stdout
+    assert "## Stopped" in report and "stopped before this subtask started" in report
+
+
+def test_stop_now_kills_the_agents_and_keeps_their_partial_work(kairo: Kairo) -> None:
+    marker = f"kairo-stop-now-{time.monotonic_ns()}"
+    plan = queue_plan(kairo, f"echo partial > first.txt; sleep 60 # {marker}")
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 1 and bool(processes_with(marker)))
+    began = time.monotonic()
+
+    done = kairo.run("stop", "--now", "--wait")
+
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - began < 10
+    assert processes_with(marker) == []
+    first = kairo.json("status")["subtasks"][0]
+    assert first["state"] == "stopped"
+    assert first["reason"].startswith("stopped: kairo-orch stop --now")
+    ref = first["reason"].rpartition("its partial work is on ")[2]
+    assert git(kairo.repo, "show", f"{ref}:first.txt") == "partial\n"
+    assert kairo.json("status")["status"] == "STOPPED"
+
+
+def test_sigterm_to_the_supervisor_is_a_graceful_stop(kairo: Kairo) -> None:
+    plan = queue_plan(kairo, "sleep 2; echo first > first.txt")
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 1)
+
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGTERM)
+
+    wait_for(lambda: kairo.json("status")["status"] == "STOPPED")
+    assert states(kairo) == {"first": "merged", "second": "stopped", "third": "stopped"}
+
+
+def test_stop_of_a_paused_execution_settles_its_running_agent_then_stops(
+    kairo: Kairo,
+) -> None:
+    plan = queue_plan(kairo, "sleep 3; echo first > first.txt")
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 1)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    done = kairo.run("stop", "--wait")
+
+    assert done.returncode == 0, done.stderr
+    assert kairo.json("status")["status"] == "STOPPED"
+    assert states(kairo) == {"first": "merged", "second": "stopped", "third": "stopped"}
+
+
+def test_a_merge_that_breaks_the_integration_check_is_undone_and_reported(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        """\
+version: 1
+name: checked
+integration_verify: "test ! -f broken.txt || { echo 'broken.txt breaks the build'; exit 1; }"
+agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}
+subtasks:
+  - id: good
+  - id: bad
+    agent: {run: 'echo oops > broken.txt'}
+  - id: later
+"""
+    )
+    done = kairo.run("start", str(plan), "--wait")
+
+    assert done.returncode == 1, done.stderr
+    status = kairo.json("status")
+    subtasks = {s["id"]: s for s in status["subtasks"]}
+    assert {k: v["state"] for k, v in subtasks.items()} == {
+        "good": "merged",
+        "bad": "failed",
+        "later": "merged",
+    }
+    reason = subtasks["bad"]["reason"]
+    assert reason.startswith("integration_verify_failed: `test ! -f broken.txt")
+    assert "exited with status 1" in reason and subtasks["bad"]["branch"] in reason
+    branch = status["integration_branch"]
+    assert sorted(git(repo, "ls-tree", "--name-only", branch).split()) == [
+        "README.md",
+        "good.txt",
+        "later.txt",
+    ]
+    assert git(repo, "rev-parse", branch).strip() == status["integration_head"]
+    assert git(repo, "show", f"{subtasks['bad']['branch']}:broken.txt") == "oops\n"  # kept
+    report = kairo.run("report").stdout
+    assert "broken.txt breaks the build" in report
+    integration_checkout = [
+        line for line in git(repo, "worktree", "list").splitlines() if ".integration" in line
+    ]
+    assert integration_checkout == []  # removed with the execution's end
