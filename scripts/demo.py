@@ -77,6 +77,7 @@ version: 1
 name: shop-cleanup
 max_parallel: 3
 verify: {shlex.quote(sys.executable)} -m compileall -q shop
+integration_verify: {shlex.quote(sys.executable)} -m compileall -q shop
 agent:
   kind: shell
   run: "true"
