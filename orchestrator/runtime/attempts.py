@@ -54,9 +54,11 @@ class RunFiles:
         return self.directory / "exit.json"
 
 
-def render_prompt(spec: ResolvedSubtask, feedback: str) -> str:
+def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> str:
     # Plain replacement, not str.format: prompts are prose and may hold braces of their own.
     prompt = spec.prompt.replace("{files}", " ".join(spec.files))
+    if earlier:
+        prompt += f"\n\n## Earlier attempts at this task\n\n{earlier}\n"
     if feedback:
         prompt += f"\n\n## Feedback on your previous attempt\n\n{feedback}\n"
     return prompt

@@ -14,11 +14,12 @@ import trio
 from agents.base import AttemptContext
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.commit import commit_all
-from orchestrator.git.history import changed_paths, diffstat
+from orchestrator.git.history import changed_paths, commits_between, diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
 from orchestrator.git.refs import (
@@ -102,7 +103,9 @@ async def _prepare_workspace(
     ]
 
 
-def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str) -> AttemptContext:
+def _context(
+    state: ExecutionState, subtask_id: str, attempt: int, feedback: str, earlier: str
+) -> AttemptContext:
     view = state.subtask(subtask_id)
     spec = state.spec(subtask_id)
     files = attempt_files(state, subtask_id, attempt)
@@ -111,7 +114,7 @@ def _context(state: ExecutionState, subtask_id: str, attempt: int, feedback: str
         execution_id=state.execution_id,
         subtask_id=subtask_id,
         attempt=attempt,
-        prompt=render_prompt(spec, feedback),
+        prompt=render_prompt(spec, feedback, earlier),
         prompt_file=str(files.prompt),
         feedback=feedback,
         files=spec.files,
@@ -127,7 +130,8 @@ async def _open_pane(
     sid, number = command.subtask_id, command.attempt
     view = state.subtask(sid)
     assert view.worktree is not None
-    context = _context(state, sid, number, feedback=_feedback_for(state, sid))
+    earlier = await _earlier_attempts(edges, state, sid)
+    context = _context(state, sid, number, feedback=_feedback_for(state, sid), earlier=earlier)
     files = attempt_files(state, sid, number)
     pane_command = await trio.to_thread.run_sync(
         lambda: write_attempt_files(
@@ -148,6 +152,20 @@ async def _open_pane(
     return [
         ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id=pane.pane_id, at=time.time())
     ]
+
+
+async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str) -> str:
+    """What the attempts before this one left on the branch, and why they did not pass."""
+    view = state.subtask(subtask_id)
+    attempt = view.current_attempt
+    if attempt is None or attempt.number == 1 or view.start_commit is None:
+        return ""
+    base, head = view.start_commit, attempt.start_commit
+    commits = await commits_between(edges.repo_root, base, head)
+    stat = await diffstat(edges.repo_root, base, head) if commits else None
+    return earlier_attempts_section(
+        view, [str(c) for c in commits], stat.text if stat is not None else ""
+    )
 
 
 def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
@@ -267,7 +285,7 @@ async def _run_verify(
     view = state.subtask(sid)
     verify = state.spec(sid).verify
     assert view.worktree is not None and verify is not None
-    context = _context(state, sid, command.attempt, feedback="")
+    context = _context(state, sid, command.attempt, feedback="", earlier="")
     env = {**edges.environment, **context.environment()}
     result = await run_shell(verify, cwd=Path(view.worktree), env=env)
     return [

@@ -125,3 +125,32 @@ def test_each_limit_ends_its_subtask_with_the_reason_word_of_cli_md(
         ("bounded", "max_attempts", "GRACEFUL_EXIT"),
         ("spender", "subtask_token_budget", "GRACEFUL_EXIT"),
     }
+
+
+def test_a_second_attempt_is_told_what_the_first_left_on_the_branch(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        """\
+version: 1
+name: history
+agent:
+  kind: shell
+  run: |
+    if [ "$KAIRO_ATTEMPT" = 1 ]; then echo draft > draft.txt; echo 'tests fail'; exit 3; fi
+    cp "$KAIRO_PROMPT_FILE" prompt-2.txt
+subtasks:
+  - id: history
+    prompt: Write the draft.
+"""
+    )
+    done = kairo.run("start", str(plan), "--wait")
+
+    assert done.returncode == 0, done.stderr
+    branch = kairo.json("status")["integration_branch"]
+    prompt = git(repo, "show", f"{branch}:prompt-2.txt")
+    assert prompt.startswith("Write the draft.\n\n## Earlier attempts at this task\n")
+    assert "- Attempt 1 was not accepted: agent_failed: the agent exited with status 3" in prompt
+    assert "kairo: history, attempt 1" in prompt  # its commit, on the branch
+    assert "1 file changed, 1 insertion(+)" in prompt
+    assert "tests fail" in prompt  # and the feedback, after it

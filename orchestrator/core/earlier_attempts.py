@@ -1,0 +1,51 @@
+"""What a new attempt is told about the ones before it, when it cannot remember them.
+
+An agent that resumes its own session (claude-code, codex) has the conversation; any other
+agent, or one re-run after a crash, starts cold. Its prompt then says what the earlier
+attempts left on the subtask's branch (commits and diffstat, read by the edge) and why each
+was not accepted, so that it builds on that work instead of redoing or undoing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orchestrator.core.state import AttemptView, SubtaskView
+
+MAX_COMMITS = 20
+
+
+def _outcome(attempt: AttemptView) -> str:
+    if attempt.interrupted:
+        saved = (
+            f"; what it had not committed was set aside on {attempt.recovery_ref}"
+            if attempt.recovery_ref
+            else ""
+        )
+        return f"was interrupted (the supervisor stopped while it ran){saved}"
+    if attempt.reason:
+        return f"was not accepted: {attempt.reason}"
+    return "was not accepted"
+
+
+def earlier_attempts_section(view: SubtaskView, commits: Sequence[str], diffstat: str) -> str:
+    """The prompt's section on the attempts before the current one ("" on the first).
+
+    `commits` are one-line summaries of the branch's commits since the subtask started,
+    oldest first; `diffstat` is git's summary of the change they make together.
+    """
+    earlier = view.attempts[:-1]
+    if not earlier:
+        return ""
+    lines = [f"- Attempt {a.number} {_outcome(a)}." for a in earlier]
+    if commits:
+        shown = list(commits[-MAX_COMMITS:])
+        more = len(commits) - len(shown)
+        lines += ["", "Its branch already holds this work, oldest first:", ""]
+        lines += ([f"  ({more} earlier commits)"] if more else []) + [f"  {c}" for c in shown]
+        if diffstat:
+            lines += ["", f"  {diffstat}"]
+        lines += ["", "Build on it: it is in your worktree now."]
+    else:
+        lines += ["", "None of their work is on the branch: you start from the subtask's base."]
+    return "\n".join(lines)
