@@ -177,7 +177,8 @@ import pathlib, subprocess, sys
 d = pathlib.Path(sys.argv[1])
 child = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo $! > gc.tmp; mv gc.tmp gc.pid; wait"],
                          cwd=d)
-(d / "child.pid").write_text(str(child.pid))
+(d / "child.tmp").write_text(str(child.pid))
+(d / "child.tmp").rename(d / "child.pid")  # whole, or not there yet
 child.wait()
 """
 
@@ -185,6 +186,7 @@ child.wait()
 async def _pids_of_a_family(attempt: Attempt) -> list[int]:
     gc = attempt.directory / "gc.pid"
     await eventually(gc.exists)
+    await eventually((attempt.directory / "child.pid").exists)  # the child may write first
     started = await attempt.wait_started()
     child = int((attempt.directory / "child.pid").read_text())
     return [started["agent_pid"], child, int(gc.read_text())]
