@@ -63,6 +63,7 @@ class WorkspaceCreated(_Event):
     path: str
     branch: str
     commit: str
+    copied: tuple[str, ...] = ()  # by `worktree.copy_files`: never part of the agent's work
 
 
 class AttemptStarted(_Event):

@@ -36,6 +36,15 @@ class ExecutionLimits(Frozen):
     token_budget: int | None = None
 
 
+class WorktreeSetup(Frozen):
+    """How each new worktree is made ready before its first attempt."""
+
+    copy_files: tuple[str, ...] = ()  # globs of the main checkout's untracked or ignored files
+    setup: str | None = None  # a command line run once in each new worktree
+    port_base: int = 20000
+    ports: int = 10  # KAIRO_PORT: port_base + ports * the subtask's index in the plan
+
+
 class ResolvedSubtask(Frozen):
     id: str
     title: str
@@ -58,8 +67,14 @@ class ResolvedPlan(Frozen):
     merge_order: MergeOrder = "plan"
     worktree_root: str | None = None  # as written; relative to the repository root
     integration_verify: str | None = None
+    worktree: WorktreeSetup = WorktreeSetup()
     execution_limits: ExecutionLimits = ExecutionLimits()
     subtasks: tuple[ResolvedSubtask, ...]  # in the order written, splits expanded in place
+
+    def port_of(self, subtask_id: str) -> int:
+        """The first of the ports this subtask's worktree may use (KAIRO_PORT)."""
+        index = [s.id for s in self.subtasks].index(subtask_id)
+        return self.worktree.port_base + self.worktree.ports * index
 
     def subtask(self, subtask_id: str) -> ResolvedSubtask:
         for subtask in self.subtasks:

@@ -46,6 +46,10 @@ EXPECT: Mapping[str, str] = {
     "limits": "must be a mapping such as {timeout: 30m, max_attempts: 3}",
     "execution_limits": "must be a mapping such as {timeout: 4h}",
     "split": "must be a mapping such as {files: 'src/**/*.py', max_files: 10}",
+    "worktree": "must be a mapping such as {copy_files: [.env], setup: 'npm ci'}",
+    "copy_files": "must be a glob or a list of globs",
+    "port_base": "must be a whole number from 1024 to 65000",
+    "ports": "must be a whole number from 1 to 1000",
 }
 
 

@@ -95,6 +95,15 @@ def _outside_tree(value: str) -> str:
     return value
 
 
+def _inside_checkout(value: str) -> str:
+    _non_blank(value)
+    if posixpath.isabs(value) or posixpath.normpath(value).split("/")[0] == "..":
+        raise PydanticCustomError(
+            "plan_copy_glob", "must be a glob relative to the repository root, e.g. .env"
+        )
+    return value
+
+
 Id = Annotated[str, AfterValidator(_plan_id)]
 Text = Annotated[str, AfterValidator(_non_blank)]
 WholeNumber = Annotated[int, Field(ge=1)]
@@ -123,6 +132,15 @@ class RawLimits(_Raw):
 class RawExecutionLimits(_Raw):
     timeout: Duration | None = None
     token_budget: WholeNumber | None = None
+
+
+class RawWorktree(_Raw):
+    copy_files: Annotated[
+        list[Annotated[str, AfterValidator(_inside_checkout)]], BeforeValidator(_one_or_many)
+    ] = []
+    setup: Text | None = None
+    port_base: Annotated[int, Field(ge=1024, le=65000)] = 20000
+    ports: Annotated[int, Field(ge=1, le=1000)] = 10
 
 
 class RawSplit(_Raw):
@@ -155,6 +173,7 @@ class RawPlan(_Raw):
     agent: RawAgent | None = None
     verify: Text | None = None
     integration_verify: Text | None = None
+    worktree: RawWorktree | None = None
     limits: RawLimits | None = None
     execution_limits: RawExecutionLimits | None = None
     subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
@@ -166,7 +185,11 @@ _SECTIONS = {
     "execution_limits": tuple(RawExecutionLimits.model_fields),
     "split": tuple(RawSplit.model_fields),
 }
-_PLAN_KEYS = {"": tuple(RawPlan.model_fields), **_SECTIONS}
+_PLAN_KEYS = {
+    "": tuple(RawPlan.model_fields),
+    "worktree": tuple(RawWorktree.model_fields),
+    **_SECTIONS,
+}
 _SUBTASK_KEYS = {"": tuple(RawSubtask.model_fields), **_SECTIONS}
 
 

@@ -26,12 +26,13 @@ from orchestrator.core.plan import (
     Limits,
     ResolvedPlan,
     ResolvedSubtask,
+    WorktreeSetup,
 )
 from orchestrator.core.plan_errors import Problem, Problems, format_problem
 from orchestrator.core.plan_yaml import Path
 
 if TYPE_CHECKING:
-    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSubtask
+    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSubtask, RawWorktree
 
 # `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
 # pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.
@@ -68,6 +69,14 @@ def chunk(paths: Sequence[str], max_files: int, by: str) -> list[tuple[str, ...]
         for _, group in sorted(groups.items())
         for start in range(0, len(group), max_files)
     ]
+
+
+def _worktree_setup(raw: RawWorktree | None) -> WorktreeSetup:
+    if raw is None:
+        return WorktreeSetup()
+    return WorktreeSetup(
+        copy_files=tuple(raw.copy_files), setup=raw.setup, port_base=raw.port_base, ports=raw.ports
+    )
 
 
 def _fields(model: BaseModel | None) -> dict[str, Any]:
@@ -146,6 +155,7 @@ class Resolver:
             merge_order=head.merge_order,
             worktree_root=head.worktree_root,
             integration_verify=head.integration_verify,
+            worktree=_worktree_setup(head.worktree),
             execution_limits=ExecutionLimits(
                 timeout_s=run_limits.get("timeout"), token_budget=run_limits.get("token_budget")
             ),

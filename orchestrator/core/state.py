@@ -92,6 +92,7 @@ class SubtaskView:
     merge: ev.SubtaskMerged | None = None
     succeeded_at_seq: int | None = None
     skipped_for: str | None = None  # the dependency whose failure skipped it
+    copied: tuple[str, ...] = ()  # files its worktree's setup copied in
     integration_output: str = ""  # the tail of a failed integration_verify after its merge
 
     @property
@@ -172,7 +173,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.SubtaskScheduled(subtask_id=sid, start_commit=commit):
             return _update(state, sid, state="preparing", start_commit=commit)
         case ev.WorkspaceCreated(subtask_id=sid, path=path, branch=branch, commit=commit):
-            return _update(state, sid, worktree=path, branch=branch, head_commit=commit)
+            return _update(
+                state, sid, worktree=path, branch=branch, head_commit=commit, copied=event.copied
+            )
         case ev.AttemptStarted(subtask_id=sid):
             attempt = AttemptView(
                 number=event.attempt,

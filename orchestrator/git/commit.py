@@ -8,7 +8,7 @@ its execution, subtask and attempt. Commits the agent made itself stay as they a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.history import diffstat
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.repo import Identity, first_line, git
+from orchestrator.git.repo import Identity, all_paths_but, first_line, git
 
 # git's own test for a trailer token is looser; this keeps ours unambiguous to parse.
 _TRAILER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
@@ -64,15 +64,17 @@ async def commit_all(
     identity: Identity,
     start_commit: str,
     expected_branch: str | None = None,
+    leave_out: Sequence[str] = (),
 ) -> CommitOutcome:
     """Commit everything left in `worktree` on its branch; do nothing when nothing is left.
 
     `start_commit` is the branch head the attempt started from. `expected_branch`, when
     given, guards against an agent that switched branches: the commit would otherwise
-    land on whatever it switched to.
+    land on whatever it switched to. `leave_out` are paths that are not the agent's work
+    (files copied in by the worktree's setup).
     """
     await _require_committable(worktree, expected_branch)
-    await git("add", "--all", cwd=worktree)
+    await git("add", "--all", "--", *all_paths_but(leave_out), cwd=worktree)
     staged = await git("diff", "--cached", "--quiet", "--no-ext-diff", cwd=worktree, check=False)
     if staged.returncode not in (0, 1):
         raise StepFailed(f"cannot compare the index of {worktree}: {first_line(staged)}")

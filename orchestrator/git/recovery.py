@@ -9,14 +9,21 @@ then is the worktree reset.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.git.refs import rev_parse, tree_of
-from orchestrator.git.repo import Identity, git
+from orchestrator.git.repo import Identity, all_paths_but, git
 
 
 async def save_worktree_state(
-    worktree: Path, *, ref: str, safe_commit: str, message: str, identity: Identity
+    worktree: Path,
+    *,
+    ref: str,
+    safe_commit: str,
+    message: str,
+    identity: Identity,
+    leave_out: Sequence[str] = (),
 ) -> str | None:
     """Point `ref` at a commit of everything in `worktree`; None if nothing changed since
     `safe_commit` (then no ref is written)."""
@@ -24,7 +31,7 @@ async def save_worktree_state(
     with tempfile.TemporaryDirectory(prefix="kairo-index-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         await git("read-tree", head, cwd=worktree, env=env)
-        await git("add", "-A", cwd=worktree, env=env)
+        await git("add", "-A", "--", *all_paths_but(leave_out), cwd=worktree, env=env)
         tree = (await git("write-tree", cwd=worktree, env=env)).stdout.strip()
     if head == safe_commit and tree == await tree_of(worktree, safe_commit):
         return None
@@ -45,8 +52,8 @@ async def save_worktree_state(
     return ref
 
 
-async def reset_worktree(worktree: Path, commit: str) -> None:
-    """The worktree and its branch at `commit`; untracked files gone, ignored ones kept
-    (an installed node_modules or .venv is no change of the agent's)."""
+async def reset_worktree(worktree: Path, commit: str, leave_out: Sequence[str] = ()) -> None:
+    """The worktree and its branch at `commit`; untracked files gone but `leave_out`,
+    ignored ones kept (an installed node_modules or .venv is no change of the agent's)."""
     await git("reset", "--hard", "--quiet", commit, cwd=worktree)
-    await git("clean", "-fdq", cwd=worktree)
+    await git("clean", "-fdq", "--", *all_paths_but(leave_out), cwd=worktree)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,3 +231,9 @@ class Identity:
             "GIT_COMMITTER_NAME": self.name,
             "GIT_COMMITTER_EMAIL": self.email,
         }
+
+
+def all_paths_but(paths: Sequence[str]) -> list[str]:
+    """Pathspecs for the whole worktree less `paths` (literal, from the top), for `add`
+    and `clean`: files kairo-orch put there that are no part of the agent's work."""
+    return [":/", *(f":(top,literal,exclude){path}" for path in paths)]

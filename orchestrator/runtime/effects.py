@@ -41,6 +41,7 @@ from orchestrator.runtime.edges import Edges, attempt_files, integration_checkou
 from orchestrator.runtime.process_groups import stop_group
 from orchestrator.runtime.processes import run_shell
 from orchestrator.runtime.recovery import interrupt, recorded_group
+from orchestrator.runtime.worktree_setup import copy_files, run_setup
 
 OUTPUT_TAIL_BYTES = 4096
 KILL_RECORD_WAIT_S = 10.0
@@ -96,11 +97,36 @@ async def _prepare_workspace(
     workspace = await edges.workspaces.adopt(sid, branch, path)
     if workspace is None:
         workspace = await edges.workspaces.create(sid, branch, command.start_commit, path)
+    setup = state.plan.worktree
+    copied = await copy_files(
+        edges.repo_root, workspace.path, setup.copy_files, workspace.base_commit
+    )
+    if setup.setup is not None:
+        env = {
+            **edges.environment,
+            "KAIRO_EXECUTION_ID": state.execution_id,
+            "KAIRO_SUBTASK_ID": sid,
+            "KAIRO_WORKTREE": str(workspace.path),
+            **_worktree_environment(state, sid),
+        }
+        run_dir = Path(state.created.run_root) / sid
+        await run_setup(
+            setup.setup, worktree=workspace.path, run_dir=run_dir, env=env, subtask_id=sid
+        )
     return [
         ev.WorkspaceCreated(
-            subtask_id=sid, path=str(workspace.path), branch=branch, commit=workspace.base_commit
+            subtask_id=sid,
+            path=str(workspace.path),
+            branch=branch,
+            commit=workspace.base_commit,
+            copied=copied,
         )
     ]
+
+
+def _worktree_environment(state: ExecutionState, subtask_id: str) -> dict[str, str]:
+    """What every process in the subtask's worktree gets besides the KAIRO_* of plan.md."""
+    return {"KAIRO_PORT": str(state.plan.port_of(subtask_id))}
 
 
 def _context(
@@ -138,7 +164,7 @@ async def _open_pane(
             files,
             spec=state.spec(sid),
             context=context,
-            base_environment=edges.environment,
+            base_environment={**edges.environment, **_worktree_environment(state, sid)},
             tmux_socket=state.created.tmux_socket,
             wake_channel=wake_channel(state.execution_id, sid, number),
         )
@@ -239,6 +265,7 @@ async def _commit_attempt(
         identity=edges.identity,
         start_commit=attempt.start_commit,
         expected_branch=view.branch,
+        leave_out=view.copied,
     )
     return [
         ev.AttemptCommitted(
@@ -266,8 +293,9 @@ async def _set_aside(
         safe_commit=attempt.start_commit,
         message=f"kairo: what attempt {number} of {sid} left when it was stopped",
         identity=edges.identity,
+        leave_out=view.copied,
     )
-    await reset_worktree(worktree, attempt.start_commit)
+    await reset_worktree(worktree, attempt.start_commit, leave_out=view.copied)
     return ev.AttemptCommitted(
         subtask_id=sid,
         attempt=number,
@@ -286,7 +314,7 @@ async def _run_verify(
     verify = state.spec(sid).verify
     assert view.worktree is not None and verify is not None
     context = _context(state, sid, command.attempt, feedback="", earlier="")
-    env = {**edges.environment, **context.environment()}
+    env = {**edges.environment, **context.environment(), **_worktree_environment(state, sid)}
     result = await run_shell(verify, cwd=Path(view.worktree), env=env)
     return [
         ev.VerifyFinished(

@@ -118,8 +118,9 @@ async def interrupt(
             safe_commit=attempt.start_commit,
             message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
             identity=edges.identity,
+            leave_out=view.copied,
         )
-        await reset_worktree(worktree, attempt.start_commit)
+        await reset_worktree(worktree, attempt.start_commit, leave_out=view.copied)
     if ref is None and await _ref_exists(edges.repo_root, ref_name):
         ref = ref_name  # saved by a recovery that a crash cut short before its event
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent

@@ -629,3 +629,30 @@ def test_not_durations(written: object) -> None:
 
 def test_format_duration() -> None:
     assert [format_duration(s) for s in (5400, 45, 3600, 1.5)] == ["1h30m", "45s", "1h", "1.5s"]
+
+
+def test_worktree_setup_is_resolved_and_each_subtask_has_its_own_port_block() -> None:
+    text = HEAD + (
+        "worktree: {copy_files: .env, setup: 'npm ci', port_base: 30000, ports: 4}\n"
+        "subtasks:\n  - id: a\n  - id: b\n"
+    )
+    resolved = load(text).plan
+    assert resolved.worktree.copy_files == (".env",)
+    assert resolved.worktree.setup == "npm ci"
+    assert (resolved.port_of("a"), resolved.port_of("b")) == (30000, 30004)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("{copy_files: ../secrets}", "worktree.copy_files must be a glob relative to the"),
+        ("{copy_files: /etc/passwd}", "worktree.copy_files must be a glob relative to the"),
+        ("{ports: 0}", "worktree.ports must be a whole number from 1 to 1000 (got 0)"),
+        ("{port_base: 80}", "worktree.port_base must be a whole number from 1024 to 65000"),
+        ("{setup: ''}", "worktree.setup must not be empty"),
+        ("[.env]", "worktree must be a mapping such as {copy_files: [.env]"),
+    ],
+)
+def test_a_wrong_worktree_setting_is_named(setting: str, message: str) -> None:
+    problem = only_problem(HEAD + f"worktree: {setting}\nsubtasks:\n  - id: a\n")
+    assert message in problem and problem.startswith("plan.yaml:4:")
