@@ -8,11 +8,13 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.errors import KairoError, PlanError, UsageError
 from orchestrator.git.history import tracked_files
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import RepoPaths
+from orchestrator.runtime.sandbox import sandbox_for
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,13 @@ async def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
         ) from None
     tracked = await tracked_files(repo.toplevel, base_commit)
     return PlanInRepo(load_plan(text, filename, tracked), base_commit, path)
+
+
+def require_runnable(plan: ResolvedPlan) -> None:
+    """EnvironmentProblem (exit 5) for what this machine lacks to run the plan: an agent
+    kind, its program, the sandbox. Found at validate and start, not once agents run."""
+    from agents.registry import adapter_for
+
+    for subtask in plan.subtasks:
+        adapter_for(subtask.agent.kind)
+    sandbox_for(plan.sandbox)

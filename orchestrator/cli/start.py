@@ -12,7 +12,7 @@ from ulid import ULID
 
 from orchestrator.cli.context import Workspace, common_options, open_workspace
 from orchestrator.cli.launch import launch
-from orchestrator.cli.plans import PlanInRepo, read_plan
+from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
@@ -57,7 +57,7 @@ async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
             f"{checked.base_commit[:12] if checked.base_commit else 'the base'} without them",
             err=True,
         )
-    _require_adapters(plan)
+    require_runnable(plan)
     assert checked.base_commit is not None
     execution_id = str(ULID())
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
@@ -109,13 +109,6 @@ def _offer_resume(
         "or `kairo-orch start --fresh` starts a new one",
         execution_id=execution_id,
     )
-
-
-def _require_adapters(plan: ResolvedPlan) -> None:
-    from agents.registry import adapter_for
-
-    for subtask in plan.subtasks:
-        adapter_for(subtask.agent.kind)
 
 
 def _worktree_root(ws: Workspace, plan: ResolvedPlan, plan_path: Path) -> Path:

@@ -8,7 +8,7 @@ import click
 import trio
 
 from orchestrator.cli.context import common_options
-from orchestrator.cli.plans import read_plan
+from orchestrator.cli.plans import read_plan, require_runnable
 from orchestrator.cli.render import console
 from orchestrator.core.dag import merge_order
 from orchestrator.errors import EnvironmentProblem
@@ -26,6 +26,7 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
         paths = None  # a plan can be checked anywhere; `split` then needs a repository
     checked = trio.run(read_plan, plan, paths)
     resolved = checked.loaded.plan
+    require_runnable(resolved)
     out = console()
     for warning in checked.warnings:
         out.print(f"warning: {warning}", markup=False, style="yellow")

@@ -45,6 +45,15 @@ class WorktreeSetup(Frozen):
     ports: int = 10  # KAIRO_PORT: port_base + ports * the subtask's index in the plan
 
 
+class SandboxSpec(Frozen):
+    """Where agents may write and what they see (runtime/sandbox.py)."""
+
+    kind: Literal["local", "bwrap"] = "local"
+    network: bool = True  # bwrap only: false gives the agent no network at all
+    writable: tuple[str, ...] = ()  # bwrap only: more paths it may write, e.g. ~/.claude
+    pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same
+
+
 class ResolvedSubtask(Frozen):
     id: str
     title: str
@@ -68,6 +77,7 @@ class ResolvedPlan(Frozen):
     worktree_root: str | None = None  # as written; relative to the repository root
     integration_verify: str | None = None
     worktree: WorktreeSetup = WorktreeSetup()
+    sandbox: SandboxSpec = SandboxSpec()
     execution_limits: ExecutionLimits = ExecutionLimits()
     subtasks: tuple[ResolvedSubtask, ...]  # in the order written, splits expanded in place
 

@@ -50,6 +50,11 @@ EXPECT: Mapping[str, str] = {
     "copy_files": "must be a glob or a list of globs",
     "port_base": "must be a whole number from 1024 to 65000",
     "ports": "must be a whole number from 1 to 1000",
+    "sandbox": "must be a mapping such as {kind: bwrap, network: false}",
+    "sandbox.kind": "must be 'local' or 'bwrap'",
+    "network": "must be true or false",
+    "writable": "must be a path or a list of paths",
+    "pass_env": "must be a variable name or a list of them",
 }
 
 

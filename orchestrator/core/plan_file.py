@@ -143,6 +143,13 @@ class RawWorktree(_Raw):
     ports: Annotated[int, Field(ge=1, le=1000)] = 10
 
 
+class RawSandbox(_Raw):
+    kind: Literal["local", "bwrap"] = "local"
+    network: bool = True
+    writable: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
+    pass_env: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
+
+
 class RawSplit(_Raw):
     files: Annotated[Globs, Field(min_length=1)]
     max_files: WholeNumber  # no default: it decides how many agents the split starts
@@ -174,6 +181,7 @@ class RawPlan(_Raw):
     verify: Text | None = None
     integration_verify: Text | None = None
     worktree: RawWorktree | None = None
+    sandbox: RawSandbox | None = None
     limits: RawLimits | None = None
     execution_limits: RawExecutionLimits | None = None
     subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
@@ -188,6 +196,7 @@ _SECTIONS = {
 _PLAN_KEYS = {
     "": tuple(RawPlan.model_fields),
     "worktree": tuple(RawWorktree.model_fields),
+    "sandbox": tuple(RawSandbox.model_fields),
     **_SECTIONS,
 }
 _SUBTASK_KEYS = {"": tuple(RawSubtask.model_fields), **_SECTIONS}

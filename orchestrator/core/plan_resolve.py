@@ -26,13 +26,14 @@ from orchestrator.core.plan import (
     Limits,
     ResolvedPlan,
     ResolvedSubtask,
+    SandboxSpec,
     WorktreeSetup,
 )
 from orchestrator.core.plan_errors import Problem, Problems, format_problem
 from orchestrator.core.plan_yaml import Path
 
 if TYPE_CHECKING:
-    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSubtask, RawWorktree
+    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSandbox, RawSubtask, RawWorktree
 
 # `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
 # pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.
@@ -76,6 +77,17 @@ def _worktree_setup(raw: RawWorktree | None) -> WorktreeSetup:
         return WorktreeSetup()
     return WorktreeSetup(
         copy_files=tuple(raw.copy_files), setup=raw.setup, port_base=raw.port_base, ports=raw.ports
+    )
+
+
+def _sandbox(raw: RawSandbox | None) -> SandboxSpec:
+    if raw is None:
+        return SandboxSpec()
+    return SandboxSpec(
+        kind=raw.kind,
+        network=raw.network,
+        writable=tuple(raw.writable),
+        pass_env=tuple(raw.pass_env),
     )
 
 
@@ -156,6 +168,7 @@ class Resolver:
             worktree_root=head.worktree_root,
             integration_verify=head.integration_verify,
             worktree=_worktree_setup(head.worktree),
+            sandbox=_sandbox(head.sandbox),
             execution_limits=ExecutionLimits(
                 timeout_s=run_limits.get("timeout"), token_budget=run_limits.get("token_budget")
             ),

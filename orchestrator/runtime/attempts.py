@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from agents.base import AttemptContext
 from agents.registry import adapter_for
 from agents.runner import runner_argv
 from orchestrator.core.plan import ResolvedSubtask
+from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
 
 # Variables of the supervisor itself that must not leak into an agent's world.
 _NOT_FOR_AGENTS = ("KAIRO_FAULT_CRASH_AFTER_EVENT", "KAIRO_STORE", "TMUX", "TMUX_PANE")
@@ -78,6 +79,9 @@ def write_attempt_files(
     base_environment: Mapping[str, str],
     tmux_socket: str | None,
     wake_channel: str,
+    sandbox: ExecutionSandbox,
+    place: AgentPlace,
+    pass_env: Sequence[str] = (),
 ) -> list[str]:
     """Write the prompt and the runner spec; return the pane's command line."""
     files.directory.mkdir(parents=True, exist_ok=True)
@@ -85,9 +89,13 @@ def write_attempt_files(
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
     runner_spec: dict[str, Any] = {
-        "argv": adapter.argv(spec.agent, context),
+        "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
         "cwd": context.worktree,
-        "env": agent_environment(base_environment, adapter.environment(spec.agent, context)),
+        "env": without_secrets(
+            agent_environment(base_environment, adapter.environment(spec.agent, context)),
+            passed=pass_env,
+            kind=spec.agent.kind,
+        ),
         "output_log": str(files.output),
         "started_path": str(files.started),
         "exit_path": str(files.exit),

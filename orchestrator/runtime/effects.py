@@ -41,6 +41,7 @@ from orchestrator.runtime.edges import Edges, attempt_files, integration_checkou
 from orchestrator.runtime.process_groups import stop_group
 from orchestrator.runtime.processes import run_shell
 from orchestrator.runtime.recovery import interrupt, recorded_group
+from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
 from orchestrator.runtime.worktree_setup import copy_files, run_setup
 
 OUTPUT_TAIL_BYTES = 4096
@@ -159,6 +160,8 @@ async def _open_pane(
     earlier = await _earlier_attempts(edges, state, sid)
     context = _context(state, sid, number, feedback=_feedback_for(state, sid), earlier=earlier)
     files = attempt_files(state, sid, number)
+    sandbox = sandbox_for(state.plan.sandbox)
+    worktree = Path(view.worktree)
     pane_command = await trio.to_thread.run_sync(
         lambda: write_attempt_files(
             files,
@@ -167,6 +170,13 @@ async def _open_pane(
             base_environment={**edges.environment, **_worktree_environment(state, sid)},
             tmux_socket=state.created.tmux_socket,
             wake_channel=wake_channel(state.execution_id, sid, number),
+            sandbox=sandbox,
+            place=AgentPlace(
+                worktree=worktree,
+                run_dir=files.directory,
+                git_common_dir=Path(state.created.git_common_dir),
+            ),
+            pass_env=state.plan.sandbox.pass_env,
         )
     )
     pane = await edges.tmux.open_agent_pane(

@@ -62,6 +62,14 @@ def wait_for(predicate: Any, seconds: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def supervisor_logs(repo: Path) -> str:
+    """The supervisors' own words, for a failure's message: why one died."""
+    logs = sorted((repo / ".git" / "kairo" / "runs").glob("*/supervisor.log"))
+    return "".join(
+        f"\n--- {log}\n" + "".join(log.read_text().splitlines(True)[-30:]) for log in logs
+    )
+
+
 def clone_kairo(kairo: Kairo, repo: Path, name: str) -> Kairo:
     env = dict(kairo.env, KAIRO_TMUX_SOCKET=f"{kairo.socket}-{name}")
     return Kairo(repo=repo, env=env, socket=env["KAIRO_TMUX_SOCKET"])
@@ -99,7 +107,7 @@ def test_a_crash_after_every_event_resumes_to_the_same_result(
             )
             assert crashed.returncode in (1, 6), crashed.stderr
             resumed = runner.run("resume", "--wait")
-            assert resumed.returncode == 1, resumed.stderr
+            assert resumed.returncode == 1, resumed.stderr + supervisor_logs(runner.repo)
             return n, outcome(runner), sorted(runs.read_text().split())
         finally:
             runner.tmux("kill-server")

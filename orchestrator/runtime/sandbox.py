@@ -1,0 +1,121 @@
+"""Where an agent may write, and what of the supervisor's environment it sees.
+
+    local   the agent runs as the user, like any program they start (the default)
+    bwrap   bubblewrap: the whole filesystem read-only but for the agent's own worktree,
+            its worktree's private git directory, the object store (content-addressed:
+            adding objects harms nobody), the attempt's run directory (prompt, usage file,
+            and TMPDIR) and the plan's `sandbox.writable`; optionally no network
+
+Under bwrap an agent cannot move a ref, so it cannot commit itself, and need not: the
+supervisor commits what it leaves. The wrapper is part of the agent's command line inside
+the in-pane runner, so the runner's process-group kill reaches it (no --new-session).
+
+Whatever the kind, variables that look like secrets are withheld unless the plan passes
+them (`sandbox.pass_env`) or the agent's kind needs them to log in.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator.core.plan import AgentKind, SandboxSpec
+from orchestrator.errors import EnvironmentProblem
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+# What each kind of agent logs in with: passed without being listed.
+CREDENTIALS: Mapping[AgentKind, tuple[str, ...]] = {
+    "claude-code": ("ANTHROPIC_", "CLAUDE_"),
+    "codex": ("OPENAI_", "CODEX_"),
+    "aider": ("ANTHROPIC_", "OPENAI_", "AIDER_"),
+}
+
+
+def without_secrets(
+    env: Mapping[str, str], *, passed: Sequence[str], kind: AgentKind
+) -> dict[str, str]:
+    """`env` less the variables whose names look like secrets, but those passed."""
+    prefixes = CREDENTIALS.get(kind, ())
+    return {
+        name: value
+        for name, value in env.items()
+        if not SECRET_NAME.search(name) or name in passed or name.startswith(prefixes)
+    }
+
+
+@dataclass(frozen=True)
+class AgentPlace:
+    """What an agent of one attempt may write."""
+
+    worktree: Path
+    run_dir: Path
+    git_common_dir: Path
+
+
+class ExecutionSandbox(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
+        """The command line that runs `argv` inside the sandbox."""
+        ...
+
+
+class LocalSandbox:
+    kind = "local"
+
+    def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
+        return argv
+
+
+def _worktree_git_dir(worktree: Path) -> Path:
+    """A linked worktree's own git directory, from its `.git` file ("gitdir: PATH")."""
+    text = (worktree / ".git").read_text(encoding="utf-8").strip()
+    if not text.startswith("gitdir: "):
+        raise EnvironmentProblem(f"{worktree}/.git does not name its git directory")
+    return (worktree / text.removeprefix("gitdir: ")).resolve()
+
+
+@dataclass(frozen=True)
+class BwrapSandbox:
+    binary: str
+    network: bool = True
+    writable: tuple[str, ...] = ()
+    kind: str = "bwrap"
+
+    def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
+        writable = [
+            place.worktree,
+            _worktree_git_dir(place.worktree),
+            place.git_common_dir / "objects",
+            place.run_dir,
+            *(Path(p).expanduser() for p in self.writable),
+        ]
+        # Not a tmpfs over /tmp: the repository itself may live there. TMPDIR instead.
+        tmp = place.run_dir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        args = [self.binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--die-with-parent", "--setenv", "TMPDIR", str(tmp)]
+        for path in writable:
+            if path.exists():
+                args += ["--bind", str(path), str(path)]
+        if not self.network:
+            args.append("--unshare-net")
+        return [*args, "--chdir", str(place.worktree), "--", *argv]
+
+
+def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
+    """The sandbox of the plan; EnvironmentProblem (exit 5) when it cannot run here."""
+    if spec.kind == "local":
+        return LocalSandbox()
+    binary = shutil.which("bwrap")
+    if binary is None:
+        raise EnvironmentProblem(
+            "the plan's sandbox is bwrap, but bubblewrap is not installed "
+            "(`make install` installs it, or apt-get install bubblewrap)"
+        )
+    return BwrapSandbox(binary=binary, network=spec.network, writable=spec.writable)
