@@ -88,6 +88,17 @@ class ReleaseWorkspace(Command):
 
 
 @dataclass(frozen=True)
+class RunReviewStep(Command):
+    """Push the result, or open its pull request: once everything has settled."""
+
+    step: ev.ReviewStep = "push"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (type(self).__name__, self.step, 0)
+
+
+@dataclass(frozen=True)
 class Decision:
     events: tuple[ev.ExecutionEvent, ...] = ()
     commands: tuple[Command, ...] = ()
@@ -121,8 +132,48 @@ def decide(
         *_releases(state),
     ]
     if not commands and _all_done(state):
+        review = _review(state)
+        if isinstance(review, RunReviewStep):
+            return Decision(commands=(review,))
+        if review is not None:
+            return Decision(events=(review,))
         return Decision(events=(ev.ExecutionEnded(status=_outcome(state)),))
     return Decision(commands=tuple(commands))
+
+
+def _review_steps(state: ExecutionState) -> list[ev.ReviewStep]:
+    """The plan's review steps, when there is something to review: not after a stop."""
+    review = state.plan.review
+    if state.stop is not None or not state.merged:
+        return []
+    steps: list[ev.ReviewStep] = ["push"] if review.push else []
+    return [*steps, "pull_request"] if review.pr_command else steps
+
+
+def _review(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep | None:
+    """The next review step, one at a time, each recorded as started before it runs."""
+    finished = {event.step: event for event in state.review}
+    for step in _review_steps(state):
+        if step in finished:
+            continue
+        if step == "pull_request" and finished.get("push", _PUSHED).exit_code != 0:
+            return ev.ReviewStepFinished(
+                step=step, exit_code=None, output_tail="not run: the push failed"
+            )
+        if step not in state.review_started:
+            return ev.ReviewStepStarted(step=step)
+        if state.review_cut and step == "pull_request":
+            return ev.ReviewStepFinished(
+                step=step,
+                exit_code=None,
+                output_tail="not run again: the supervisor stopped while it ran, and a "
+                "second run could open a second pull request; check whether it opened one",
+            )
+        return RunReviewStep(step=step)
+    return None
+
+
+_PUSHED = ev.ReviewStepFinished(step="push", exit_code=0)  # no push configured: go on
 
 
 def _outcome(state: ExecutionState) -> ev.EndStatus:

@@ -252,6 +252,24 @@ class WorkspaceReleased(_Event):
     subtask_id: str
 
 
+ReviewStep = Literal["push", "pull_request"]
+
+
+class ReviewStepStarted(_Event):
+    """Recorded before a review step runs: a pull request command is not idempotent, and
+    one whose outcome a crash lost is never run again (store.md)."""
+
+    type: Literal["review_step_started"] = "review_step_started"
+    step: ReviewStep
+
+
+class ReviewStepFinished(_Event):
+    type: Literal["review_step_finished"] = "review_step_finished"
+    step: ReviewStep
+    exit_code: int | None  # None: not run, or its outcome is unknown (see output_tail)
+    output_tail: str = ""
+
+
 class ExecutionEnded(_Event):
     type: Literal["execution_ended"] = "execution_ended"
     status: EndStatus
@@ -286,6 +304,8 @@ ExecutionEvent = Annotated[
     | StopRequested
     | SubtaskStopped
     | WorkspaceReleased
+    | ReviewStepStarted
+    | ReviewStepFinished
     | ExecutionEnded
     | ExecutionReopened,
     Field(discriminator="type"),

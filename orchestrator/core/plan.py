@@ -54,6 +54,14 @@ class SandboxSpec(Frozen):
     pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same
 
 
+class ReviewSpec(Frozen):
+    """What is done with the result once every subtask has settled."""
+
+    push: str | None = None  # a remote: the integration branch is pushed there
+    push_subtask_branches: bool = False  # the subtasks' own branches as well
+    pr_command: str | None = None  # run once, e.g. `gh pr create ... --body-file ...`
+
+
 class ResolvedSubtask(Frozen):
     id: str
     title: str
@@ -78,6 +86,7 @@ class ResolvedPlan(Frozen):
     integration_verify: str | None = None
     worktree: WorktreeSetup = WorktreeSetup()
     sandbox: SandboxSpec = SandboxSpec()
+    review: ReviewSpec = ReviewSpec()
     execution_limits: ExecutionLimits = ExecutionLimits()
     subtasks: tuple[ResolvedSubtask, ...]  # in the order written, splits expanded in place
 

@@ -55,6 +55,8 @@ EXPECT: Mapping[str, str] = {
     "network": "must be true or false",
     "writable": "must be a path or a list of paths",
     "pass_env": "must be a variable name or a list of them",
+    "review": "must be a mapping such as {push: origin, pr_command: 'gh pr create ...'}",
+    "push_subtask_branches": "must be true or false",
 }
 
 

@@ -150,6 +150,12 @@ class RawSandbox(_Raw):
     pass_env: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
 
 
+class RawReview(_Raw):
+    push: Text | None = None
+    push_subtask_branches: bool = False
+    pr_command: Text | None = None
+
+
 class RawSplit(_Raw):
     files: Annotated[Globs, Field(min_length=1)]
     max_files: WholeNumber  # no default: it decides how many agents the split starts
@@ -182,6 +188,7 @@ class RawPlan(_Raw):
     integration_verify: Text | None = None
     worktree: RawWorktree | None = None
     sandbox: RawSandbox | None = None
+    review: RawReview | None = None
     limits: RawLimits | None = None
     execution_limits: RawExecutionLimits | None = None
     subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
@@ -197,6 +204,7 @@ _PLAN_KEYS = {
     "": tuple(RawPlan.model_fields),
     "worktree": tuple(RawWorktree.model_fields),
     "sandbox": tuple(RawSandbox.model_fields),
+    "review": tuple(RawReview.model_fields),
     **_SECTIONS,
 }
 _SUBTASK_KEYS = {"": tuple(RawSubtask.model_fields), **_SECTIONS}

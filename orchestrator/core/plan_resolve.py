@@ -26,6 +26,7 @@ from orchestrator.core.plan import (
     Limits,
     ResolvedPlan,
     ResolvedSubtask,
+    ReviewSpec,
     SandboxSpec,
     WorktreeSetup,
 )
@@ -169,6 +170,7 @@ class Resolver:
             integration_verify=head.integration_verify,
             worktree=_worktree_setup(head.worktree),
             sandbox=_sandbox(head.sandbox),
+            review=ReviewSpec(**_fields(head.review)),
             execution_limits=ExecutionLimits(
                 timeout_s=run_limits.get("timeout"), token_budget=run_limits.get("token_budget")
             ),

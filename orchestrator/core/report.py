@@ -67,6 +67,10 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         "skipped": [u for u in unfinished if u["state"] == "skipped"],
         "stopped": [u for u in unfinished if u["state"] == "stopped"],
         "pending": [v.id for v in views if v.state not in _REPORTED],
+        "review": [
+            {"step": r.step, "exit_code": r.exit_code, "output_tail": _last_lines(r.output_tail)}
+            for r in state.review
+        ],
     }
 
 
@@ -83,6 +87,10 @@ def _output_tail(view: SubtaskView) -> str:
         return ""
     else:
         text = attempt.verify_output_tail if attempt.verify_exit_code else attempt.output_tail
+    return _last_lines(text)
+
+
+def _last_lines(text: str) -> str:
     return "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
 
 
@@ -135,6 +143,13 @@ def to_markdown(report: dict[str, Any]) -> str:
                         *(f"  {t}" for t in item["output_tail"].splitlines()),
                         "  ```",
                     ]
+    if report["review"]:
+        lines += ["", "## Push and pull request", ""]
+    for item in report["review"]:
+        what = "push" if item["step"] == "push" else "pull request"
+        lines.append(f"- {what}: {_review_outcome(item['exit_code'])}")
+        if item["output_tail"]:
+            lines += ["", "  ```", *(f"  {t}" for t in item["output_tail"].splitlines()), "  ```"]
     lines += [
         "",
         "## Review",
@@ -146,3 +161,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _review_outcome(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "not done"
+    return "done" if exit_code == 0 else f"failed (exit status {exit_code})"

@@ -124,6 +124,9 @@ class ExecutionState:
     started_at: float | None = None  # unix time of the first supervisor start
     warned: frozenset[str] = frozenset()  # "constraint:subtask" warnings already recorded
     stop: ev.StopMode | None = None  # a stop this supervisor was asked for
+    review_started: tuple[ev.ReviewStep, ...] = ()
+    review: tuple[ev.ReviewStepFinished, ...] = ()
+    review_cut: bool = False  # a review step was running when its supervisor stopped
 
     @property
     def plan(self) -> ResolvedPlan:
@@ -165,8 +168,14 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.SupervisorStarted(pid=pid, host=host, at=at):
             started_at = state.started_at if state.started_at is not None else (at or None)
             # A stop is asked of one supervisor: whoever resumes the execution goes on.
+            running = len(state.review_started) > len(state.review)
             return replace(
-                state, supervisor_pid=pid, supervisor_host=host, started_at=started_at, stop=None
+                state,
+                supervisor_pid=pid,
+                supervisor_host=host,
+                started_at=started_at,
+                stop=None,
+                review_cut=running,
             )
         case ev.IntegrationBranchCreated(commit=commit):
             return replace(state, integration_head=commit)
@@ -257,6 +266,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return _stop_requested(state, event)
         case ev.SubtaskStopped(subtask_id=sid, reason=reason):
             return _update(state, sid, state="stopped", reason=reason)
+        case ev.ReviewStepStarted(step=step):
+            return replace(state, review_started=(*state.review_started, step))
+        case ev.ReviewStepFinished():
+            return replace(state, review=(*state.review, event), review_cut=False)
         case ev.WorkspaceReleased(subtask_id=sid):
             return _update(state, sid, worktree=None)
         case ev.ExecutionEnded(status=status):

@@ -41,6 +41,7 @@ from orchestrator.runtime.edges import Edges, attempt_files, integration_checkou
 from orchestrator.runtime.process_groups import stop_group
 from orchestrator.runtime.processes import run_shell
 from orchestrator.runtime.recovery import interrupt, recorded_group
+from orchestrator.runtime.review import run_review_step
 from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
 from orchestrator.runtime.worktree_setup import copy_files, run_setup
 
@@ -73,6 +74,8 @@ async def execute(
             return await _verify_integration(edges, state, command)
         case cmd.ReleaseWorkspace():
             return await _release(edges, state, command)
+        case cmd.RunReviewStep(step=step):
+            return await run_review_step(edges, state, step)
     raise AssertionError(f"unknown command {command!r}")  # pragma: no cover
 
 

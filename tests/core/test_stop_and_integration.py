@@ -202,3 +202,63 @@ def test_status_says_a_running_execution_is_stopping() -> None:
     assert document["stopping"] == "graceful"
     paused = status_document(state, status="PAUSED", version=1, head_seq=3, head_hash="h")
     assert paused["stopping"] is None
+
+
+# Review: push and pull request ------------------------------------------------------------
+
+
+class ReviewWorld(CheckedWorld):
+    def __init__(self, codes: dict[str, int] | None = None) -> None:
+        super().__init__()
+        self.codes = codes or {}
+        self.ran: list[str] = []
+
+    def answer(self, state: ExecutionState, command: cmd.Command) -> list[ev.ExecutionEvent]:
+        if isinstance(command, cmd.RunReviewStep):
+            self.ran.append(command.step)
+            code = self.codes.get(command.step, 0)
+            return [ev.ReviewStepFinished(step=command.step, exit_code=code, output_tail="out")]
+        return super().answer(state, command)
+
+
+def reviewed_plan(**review: object) -> ResolvedPlan:
+    base = plan(subtask("a"))
+    return base.model_copy(update={"review": base.review.model_copy(update=review)})
+
+
+def test_the_result_is_pushed_then_its_pull_request_opened_once_everything_settled() -> None:
+    world = ReviewWorld()
+    final = run(start(reviewed_plan(push="origin", pr_command="gh pr create")), world)
+    assert world.ran == ["push", "pull_request"]
+    assert [r.exit_code for r in final.review] == [0, 0]
+    assert final.ended == "COMPLETED"
+
+
+def test_no_pull_request_after_a_failed_push() -> None:
+    world = ReviewWorld(codes={"push": 128})
+    final = run(start(reviewed_plan(push="origin", pr_command="gh pr create")), world)
+    assert world.ran == ["push"]
+    assert final.review[-1].output_tail == "not run: the push failed"
+    assert final.ended == "COMPLETED"  # the subtasks' outcome, whatever the hand-over did
+
+
+def test_a_pull_request_command_cut_short_by_a_crash_is_never_run_again() -> None:
+    world = ReviewWorld()
+    p = reviewed_plan(pr_command="gh pr create")
+    state = drive_until(start(p), world, lambda s: "pull_request" in s.review_started)
+    assert decide(state).commands == (cmd.RunReviewStep(step="pull_request"),)
+    resumed = feed(state, [ev.SupervisorStarted(pid=9, host="h", resumed=True)])
+    final = run(resumed, world)
+    assert world.ran == []
+    assert final.review[-1].exit_code is None
+    assert "check whether it opened one" in final.review[-1].output_tail
+
+
+def test_nothing_is_handed_over_after_a_stop_or_when_nothing_merged() -> None:
+    world = ReviewWorld()
+    stopped = feed(start(reviewed_plan(push="origin")), [graceful()])
+    assert run(stopped, world).review == ()
+    failing = ReviewWorld()
+    failing.exit_codes = {"a": 1}
+    assert run(start(reviewed_plan(push="origin")), failing).review == ()
+    assert world.ran == failing.ran == []

@@ -1,0 +1,65 @@
+"""Handing the result over for review: push the branches, run the pull request command.
+
+Neither step changes any subtask's outcome: a push that fails or a `gh` that is not logged
+in is recorded with its output, shown in the report, and the execution ends as its
+subtasks say. Both run with GIT_TERMINAL_PROMPT=0, so a remote asking for a password
+fails at once instead of waiting for a terminal nobody watches.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import trio
+
+from orchestrator.core import events as ev
+from orchestrator.core.report import build_report, to_markdown
+from orchestrator.core.state import ExecutionState
+from orchestrator.git.refs import branch_exists
+from orchestrator.runtime.edges import Edges
+from orchestrator.runtime.processes import run_shell
+
+OUTPUT_TAIL_BYTES = 4096
+PR_BODY = "pull-request.md"
+
+
+async def run_review_step(
+    edges: Edges, state: ExecutionState, step: ev.ReviewStep
+) -> list[ev.ExecutionEvent]:
+    review = state.plan.review
+    created = state.created
+    env = {
+        **edges.environment,
+        "GIT_TERMINAL_PROMPT": "0",
+        "KAIRO_EXECUTION_ID": state.execution_id,
+        "KAIRO_INTEGRATION_BRANCH": created.integration_branch,
+        "KAIRO_BASE_COMMIT": created.base_commit,
+        "KAIRO_TITLE": f"kairo-orch: {state.plan.name}",
+    }
+    if step == "push":
+        assert review.push is not None
+        branches = [created.integration_branch]
+        if review.push_subtask_branches:
+            for view in state.subtasks.values():
+                if view.branch and await branch_exists(edges.repo_root, view.branch):
+                    branches.append(view.branch)
+        refspecs = [f"refs/heads/{b}:refs/heads/{b}" for b in branches]
+        command = shlex.join(["git", "push", "--porcelain", "--", review.push, *refspecs])
+    else:
+        assert review.pr_command is not None
+        body = Path(created.run_root) / PR_BODY
+        text = to_markdown(build_report(state, "COMPLETED" if _all_merged(state) else "FAILED"))
+        await trio.Path(body).write_text(text, encoding="utf-8")
+        env["KAIRO_REPORT_FILE"] = str(body)
+        command = review.pr_command
+    result = await run_shell(command, cwd=edges.repo_root, env=env)
+    return [
+        ev.ReviewStepFinished(
+            step=step, exit_code=result.exit_code, output_tail=result.output[-OUTPUT_TAIL_BYTES:]
+        )
+    ]
+
+
+def _all_merged(state: ExecutionState) -> bool:
+    return len(state.merged) == len(state.subtasks)
