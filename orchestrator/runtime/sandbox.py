@@ -39,7 +39,7 @@ def without_secrets(
     env: Mapping[str, str], *, passed: Sequence[str], kind: AgentKind
 ) -> dict[str, str]:
     """`env` less the variables whose names look like secrets, but those passed."""
-    prefixes = CREDENTIALS.get(kind, ())
+    prefixes = ("KAIRO_", *CREDENTIALS.get(kind, ()))  # KAIRO_IDEMPOTENCY_KEY is no secret
     return {
         name: value
         for name, value in env.items()

@@ -130,7 +130,7 @@ def test_max_parallel_bounds_the_agents_running_at_once(
 
     done = kairo.run("start", str(plan), "--wait")
 
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + kairo.run("report").stdout
     running, peak = 0, 0
     for line in log.read_text().split():
         running += 1 if line == "start" else -1

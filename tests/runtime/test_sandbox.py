@@ -25,6 +25,7 @@ ENV = {
     "DB_PASSWORD": "p",
     "ANTHROPIC_API_KEY": "a",
     "OPENAI_API_KEY": "o",
+    "KAIRO_IDEMPOTENCY_KEY": "k",
 }
 
 
@@ -33,6 +34,7 @@ def test_secret_looking_variables_are_withheld_unless_passed() -> None:
         "PATH": "/bin",
         "HOME": "/home/u",
         "DB_PASSWORD": "p",
+        "KAIRO_IDEMPOTENCY_KEY": "k",
     }
 
 
