@@ -93,6 +93,8 @@ class AttemptExited(_Event):
     exit_code: int
     output_tail: str = ""
     tokens: int = 0  # from the attempt's usage file, input and output summed
+    cost_usd: float = 0.0  # likewise, for agents that report it
+    session_id: str | None = None  # the agent's conversation, for the next attempt to resume
 
 
 class VerifyFinished(_Event):

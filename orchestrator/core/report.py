@@ -67,6 +67,14 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         "skipped": [u for u in unfinished if u["state"] == "skipped"],
         "stopped": [u for u in unfinished if u["state"] == "stopped"],
         "pending": [v.id for v in views if v.state not in _REPORTED],
+        "usage": {
+            "tokens": sum(v.tokens for v in views),
+            "cost_usd": round(sum(v.cost_usd for v in views), 6),
+            "subtasks": {
+                v.id: {"tokens": v.tokens, "cost_usd": v.cost_usd, "attempts": len(v.attempts)}
+                for v in views
+            },
+        },
         "review": [
             {"step": r.step, "exit_code": r.exit_code, "output_tail": _last_lines(r.output_tail)}
             for r in state.review
@@ -114,6 +122,11 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- stopped: {len(report['stopped'])}")
     if report["pending"]:
         lines.append(f"- not finished yet: {', '.join(report['pending'])}")
+    usage = report["usage"]
+    if usage["tokens"] or usage["cost_usd"]:
+        cost = f" (${usage['cost_usd']:.2f})" if usage["cost_usd"] else ""
+        spent = [f"{sid} {u['tokens']:,}" for sid, u in usage["subtasks"].items() if u["tokens"]]
+        lines.append(f"- tokens: {usage['tokens']:,}{cost}: {', '.join(spent)}")
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"]:

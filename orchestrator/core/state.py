@@ -52,6 +52,8 @@ class AttemptView:
     exit_code: int | None = None
     output_tail: str = ""
     tokens: int = 0
+    cost_usd: float = 0.0
+    session_id: str | None = None
     head_commit: str | None = None
     changed: bool | None = None
     verify_exit_code: int | None = None
@@ -107,6 +109,15 @@ class SubtaskView:
     @property
     def tokens(self) -> int:
         return sum(attempt.tokens for attempt in self.attempts)
+
+    @property
+    def cost_usd(self) -> float:
+        return round(sum(attempt.cost_usd for attempt in self.attempts), 6)
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's last conversation, which a nudge or a re-run resumes."""
+        return next((a.session_id for a in reversed(self.attempts) if a.session_id), None)
 
 
 @dataclass(frozen=True)
@@ -219,6 +230,8 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 exit_code=event.exit_code,
                 output_tail=event.output_tail,
                 tokens=event.tokens,
+                cost_usd=event.cost_usd,
+                session_id=event.session_id,
             )
         case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
             state = _update_attempt(

@@ -45,6 +45,8 @@ def status_document(
                 "head_commit": view.head_commit,
                 "attempts": len(view.attempts),
                 "tokens": view.tokens,
+                "cost_usd": view.cost_usd,
+                "session_id": view.session_id,
                 "reason": view.reason,
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
             }

@@ -155,21 +155,38 @@ def runner_ever_started(files: RunFiles) -> bool:
     return files.started.exists() or files.exit.exists()
 
 
-def read_token_usage(files: RunFiles) -> int:
-    """Input plus output tokens over every well-formed line of the usage file."""
-    total = 0
+@dataclass(frozen=True)
+class Usage:
+    """What an attempt's usage file says: summed tokens and cost, the last session id."""
+
+    tokens: int = 0  # input plus output
+    cost_usd: float = 0.0
+    session_id: str | None = None  # for the next attempt to resume the conversation
+
+
+def read_usage(files: RunFiles) -> Usage:
+    """Every well-formed line of the usage file; an agent's half-written or malformed line
+    is not worth failing an attempt for, so it is skipped."""
     try:
         lines = files.usage.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        return 0
+        return Usage()
+    tokens, cost, session = 0, 0.0, None
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
-            continue  # an agent's half-written or malformed line is not worth failing for
-        if isinstance(record, dict):
-            for key in ("input_tokens", "output_tokens"):
-                value = record.get(key)
-                if isinstance(value, int) and value > 0:
-                    total += value
-    return total
+            continue
+        if not isinstance(record, dict):
+            continue
+        for key in ("input_tokens", "output_tokens"):
+            value = record.get(key)
+            if isinstance(value, int) and value > 0:
+                tokens += value
+        value = record.get("cost_usd")
+        if isinstance(value, int | float) and value > 0:
+            cost += value
+        value = record.get("session_id")
+        if isinstance(value, str) and value:
+            session = value
+    return Usage(tokens, round(cost, 6), session)

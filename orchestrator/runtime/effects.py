@@ -32,7 +32,7 @@ from orchestrator.git.refs import (
 )
 from orchestrator.runtime.attempts import (
     read_exit_record,
-    read_token_usage,
+    read_usage,
     render_prompt,
     runner_alive,
     write_attempt_files,
@@ -246,14 +246,16 @@ async def _await_attempt(
             return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
     if record.interrupted:
         return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
-    tokens = await trio.to_thread.run_sync(read_token_usage, files)
+    usage = await trio.to_thread.run_sync(read_usage, files)
     return [
         ev.AttemptExited(
             subtask_id=command.subtask_id,
             attempt=command.attempt,
             exit_code=record.exit_code,
             output_tail=record.output_tail[-OUTPUT_TAIL_BYTES:],
-            tokens=tokens,
+            tokens=usage.tokens,
+            cost_usd=usage.cost_usd,
+            session_id=usage.session_id,
         )
     ]
 

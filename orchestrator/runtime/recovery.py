@@ -28,7 +28,7 @@ from orchestrator.git.repo import git
 from orchestrator.runtime.attempts import (
     RunFiles,
     read_exit_record,
-    read_token_usage,
+    read_usage,
     runner_alive,
     runner_ever_started,
 )
@@ -73,7 +73,7 @@ async def _reconcile_attempt(
         opened = [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id="")]
     record = await trio.to_thread.run_sync(read_exit_record, files)
     if record is not None and not record.interrupted:
-        tokens = await trio.to_thread.run_sync(read_token_usage, files)
+        usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
         return [
             *opened,
@@ -82,7 +82,9 @@ async def _reconcile_attempt(
                 attempt=attempt.number,
                 exit_code=record.exit_code,
                 output_tail=record.output_tail,
-                tokens=tokens,
+                tokens=usage.tokens,
+                cost_usd=usage.cost_usd,
+                session_id=usage.session_id,
             ),
         ]
     if record is None and await trio.to_thread.run_sync(runner_alive, files):

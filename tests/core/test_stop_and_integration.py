@@ -6,7 +6,7 @@ from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import ResolvedPlan
-from orchestrator.core.report import build_report
+from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
 from tests.core.test_decide import World, feed, plan, run, start, subtask
@@ -262,3 +262,30 @@ def test_nothing_is_handed_over_after_a_stop_or_when_nothing_merged() -> None:
     failing.exit_codes = {"a": 1}
     assert run(start(reviewed_plan(push="origin")), failing).review == ()
     assert world.ran == failing.ran == []
+
+
+def test_the_report_sums_the_usage_the_agents_reported() -> None:
+    state = start(plan(subtask("a"), subtask("b")))
+    state = feed(
+        state,
+        [
+            ev.SubtaskScheduled(subtask_id="a", start_commit="b" * 40),
+            ev.WorkspaceCreated(subtask_id="a", path="/w/a", branch="b/a", commit="b" * 40),
+            ev.AttemptStarted(
+                subtask_id="a", attempt=1, idempotency_key="k", run_dir="/r", start_commit="c"
+            ),
+            ev.AttemptExited(
+                subtask_id="a",
+                attempt=1,
+                exit_code=0,
+                tokens=1500,
+                cost_usd=0.25,
+                session_id="s-1",
+            ),
+        ],
+    )
+    report = build_report(state, "RUNNING")
+    assert report["usage"]["tokens"] == 1500 and report["usage"]["cost_usd"] == 0.25
+    assert report["usage"]["subtasks"]["a"] == {"tokens": 1500, "cost_usd": 0.25, "attempts": 1}
+    assert "- tokens: 1,500 ($0.25): a 1,500" in to_markdown(report)
+    assert state.subtask("a").session_id == "s-1"

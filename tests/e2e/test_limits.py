@@ -154,3 +154,17 @@ subtasks:
     assert "kairo: history, attempt 1" in prompt  # its commit, on the branch
     assert "1 file changed, 1 insertion(+)" in prompt
     assert "tests fail" in prompt  # and the feedback, after it
+
+
+def test_usage_reported_by_the_agent_shows_in_status_and_report(kairo: Kairo) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: usage\nagent:\n  kind: shell\n  run: |\n"
+        '    echo \'{"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.5, '
+        '"session_id": "s-42"}\' >> "$KAIRO_USAGE_FILE"\n'
+        "    echo done > done.txt\n"
+        "subtasks:\n  - id: spend\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 0
+    (view,) = kairo.json("status")["subtasks"]
+    assert (view["tokens"], view["cost_usd"], view["session_id"]) == (1200, 0.5, "s-42")
+    assert "- tokens: 1,200 ($0.50): spend 1,200" in kairo.run("report").stdout
