@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast check format demo clean-venv
+.PHONY: install test test-fast check format demo bench clean-venv
 
 install: $(STAMP)
 
@@ -33,6 +33,10 @@ format: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
+
+# The performance targets of issue 6, beside raw git/tmux/sqlite baselines: a table and bench.json.
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
 
 clean-venv:
 	rm -rf $(VENV)

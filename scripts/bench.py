@@ -1,0 +1,963 @@
+#!/usr/bin/env python3
+"""`make bench`: kairo-orch's performance targets, each beside a raw baseline, in one run.
+
+A user fanning a refactor out to 16 or 64 agents waits on worktree creation, merges and
+recovery, and the supervisor must cost next to nothing beside git itself. So every figure
+here is taken from the real thing (the `kairo-orch` command, real git repositories, a
+real tmux server, the real SQLite store) and, where there is one, next to what the same
+job costs done by hand with git, tmux or sqlite3:
+
+    fanout_16      `start` until all 16 agents' processes run (a 2,000-file repository);
+                   baseline: a shell loop of `git worktree add` + `tmux new-window`
+    checkpoint_us  one durable safe-point append (`SqliteStore.append`);
+                   baseline: a bare sqlite3 INSERT, same WAL + synchronous=FULL, same hashing
+    verify_100k_s  `SqliteStore.verify` of a 100,000-event log;
+                   baseline: the SHA-256 chain alone over the same canonical bytes
+    merge_32       merge.py's merge (merge-tree + commit-tree) of 32 finished branches;
+                   baseline: `git checkout` + `git merge --no-ff` of each in one worktree
+    resume_32_s    `resume` after `kill -9` until all 32 running agents are re-attached
+    rss_64_mb      the supervisor's peak RSS (VmHWM) over a 64-subtask run
+    status_ms      `status --json` on an execution of 64 subtasks;
+                   baseline: `git status` in the same repository
+
+Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
+median. A baseline runs in the same process, alternating with its measurement (kairo
+first in even runs, the baseline first in odd ones, or op by op for the store), so that a
+noisy two-core machine slows both alike and the ratio holds. `ratio` is value/baseline.
+
+Nothing here touches the user's tmux server or repositories: everything lives in a
+temporary directory, tmux runs as `tmux -L kairo-bench-<pid>` with a TMUX_TMPDIR of its
+own, and that server, the supervisors and the agents started here are ended at the end.
+
+Output: a table on stdout and `bench.json` (`--out`), one object per name with `value`,
+`baseline`, `ratio`, `unit`, `target` and `ok`. The exit status is 0 when every
+measurement ran, whatever the figures; `ok` says which targets hold. `--tiny` runs every
+measurement at toy sizes in seconds (the smoke test), and its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python scripts/bench.py` from a checkout
+
+# The orchestrator is imported lazily, inside the measurements that call it in-process:
+# the CLI figures must not depend on what this process happens to have imported.
+
+POLL_S = 0.01
+WAIT_S = 600.0  # the longest any single wait may take before the run is abandoned
+SLEEPING_AGENT = "sleep 600"  # ended with its tmux session once measured
+SHORT_AGENT = 'sleep 0.2; echo "$KAIRO_SUBTASK_ID" > "bench-$KAIRO_SUBTASK_ID.txt"'
+
+
+# ---------------------------------------------------------------------------------------
+# Sizes, targets, results
+
+
+@dataclass(frozen=True)
+class Sizes:
+    repo_files: int = 2_000  # the generated repository of fanout, merge, rss and status
+    fanout: int = 16
+    appends: int = 500  # safe-point appends per run of checkpoint_us
+    events: int = 100_000
+    branches: int = 32
+    resume: int = 32
+    rss: int = 64
+    rss_parallel: int = 16
+    runs: int = 5
+    warmup: int = 1
+
+
+FULL = Sizes()
+TINY = Sizes(
+    repo_files=20,
+    fanout=2,
+    appends=20,
+    events=200,
+    branches=2,
+    resume=2,
+    rss=2,
+    rss_parallel=2,
+    runs=1,
+    warmup=0,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    max_value: float | None = None
+    max_ratio: float | None = None
+
+    def holds(self, value: float, ratio: float | None) -> bool:
+        if self.max_value is not None and value > self.max_value:
+            return False
+        return self.max_ratio is None or (ratio is not None and ratio <= self.max_ratio)
+
+
+TARGETS: dict[str, tuple[str, Target]] = {
+    "fanout_16": ("s", Target("ratio <= 1.10", max_ratio=1.10)),
+    "checkpoint_us": ("µs", Target("<= 500 µs and ratio <= 1.5", max_value=500, max_ratio=1.5)),
+    "verify_100k_s": ("s", Target("<= 1.0 s and ratio <= 1.5", max_value=1.0, max_ratio=1.5)),
+    "merge_32": ("s", Target("ratio <= 0.35", max_ratio=0.35)),
+    "resume_32_s": ("s", Target("<= 2 s", max_value=2.0)),
+    "rss_64_mb": ("MB", Target("<= 150 MB", max_value=150)),
+    "status_ms": ("ms", Target("<= 500 ms", max_value=500)),
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: float
+    baseline: float | None
+    samples: tuple[float, ...]  # every measured run, for the table's spread column
+
+    @property
+    def unit(self) -> str:
+        return TARGETS[self.name][0]
+
+    @property
+    def target(self) -> Target:
+        return TARGETS[self.name][1]
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None or self.baseline <= 0:
+            return None
+        return self.value / self.baseline
+
+    def to_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "value": _round(self.value),
+            "baseline": None if self.baseline is None else _round(self.baseline),
+            "ratio": None if ratio is None else round(ratio, 3),
+            "unit": self.unit,
+            "target": self.target.text,
+            "ok": self.target.holds(self.value, ratio),
+        }
+
+
+def _round(x: float) -> float:
+    """Four significant digits: enough for a median of a noisy machine."""
+    return float(f"{x:.4g}")
+
+
+def note(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+WARNINGS: list[str] = []
+
+
+def warn(message: str) -> None:
+    """Something that went wrong in kairo-orch while it was measured: repeated at the end."""
+    WARNINGS.append(message)
+    note(f"WARNING {message}")
+
+
+Pair = Callable[[bool], tuple[float, float | None]]
+
+
+def alternate(measure: Callable[[], float], baseline: Callable[[], float] | None) -> Pair:
+    """One run of a measurement and its baseline: the baseline first when asked."""
+
+    def run(baseline_first: bool) -> tuple[float, float | None]:
+        if baseline is None:
+            return measure(), None
+        if baseline_first:
+            theirs = baseline()
+            return measure(), theirs
+        ours = measure()
+        return ours, baseline()
+
+    return run
+
+
+def repeat(name: str, sizes: Sizes, run: Pair, unit: str = "s") -> Figure:
+    """`warmup` unmeasured runs, then `runs` measured ones, the baseline first in every
+    other run; the medians of both."""
+    values: list[float] = []
+    baselines: list[float] = []
+    for i in range(sizes.warmup + sizes.runs):
+        value, baseline = run(i % 2 == 1)
+        measured = i >= sizes.warmup
+        label = f"run {i - sizes.warmup + 1}/{sizes.runs}" if measured else "warm-up"
+        shown = f"{value:.4g} {unit}"
+        if baseline is not None:
+            shown += f" (baseline {baseline:.4g} {unit})"
+        note(f"{name} {label}: {shown}")
+        if measured:
+            values.append(value)
+            if baseline is not None:
+                baselines.append(baseline)
+    return Figure(
+        name,
+        statistics.median(values),
+        statistics.median(baselines) if baselines else None,
+        tuple(values),
+    )
+
+
+def scaled(figure: Figure, factor: float) -> Figure:
+    """The same figure in another unit (seconds to ms or µs)."""
+    return replace(
+        figure,
+        value=figure.value * factor,
+        baseline=None if figure.baseline is None else figure.baseline * factor,
+        samples=tuple(s * factor for s in figure.samples),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The lab: temporary directories, a private tmux server, the command line, cleanup
+
+
+def wait_until(what: str, done: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def process_alive(pid: int) -> bool:
+    """Running and not a zombie (a zombie's cmdline is empty)."""
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
+def kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+class Lab:
+    """Where every measurement works, and what is ended and removed afterwards."""
+
+    def __init__(self, workdir: Path | None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="kairo-bench-", dir=workdir)).resolve()
+        # Kept short and in /tmp: a unix socket path may not exceed 107 bytes.
+        self.tmux_dir = Path(tempfile.mkdtemp(prefix="kairo-bench-tmux-", dir="/tmp"))
+        self.socket = f"kairo-bench-{os.getpid()}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
+        env.update(KAIRO_TMUX_SOCKET=self.socket, TMUX_TMPDIR=str(self.tmux_dir))
+        self.env = env
+        kairo = Path(sys.executable).with_name("kairo-orch")
+        self.kairo_argv = (
+            [str(kairo)] if kairo.exists() else [sys.executable, "-m", "orchestrator.cli.main"]
+        )
+        self._names = 0
+        self._templates: dict[int, Path] = {}
+        # A session that outlives every measured one, so that neither kairo nor a baseline
+        # pays for starting the tmux server (it exits with its last session otherwise).
+        self.tmux("new-session", "-d", "-s", "bench-keepalive", "sleep 86400")
+
+    # -- processes
+
+    def run(
+        self, argv: list[str], cwd: Path, *, check: bool = True, timeout: float = WAIT_S
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(
+                f"{shlex.join(argv)} exited {done.returncode} in {cwd}:\n{done.stderr.strip()}"
+            )
+        return done
+
+    def kairo(self, *args: str, cwd: Path, check: bool = True) -> str:
+        return self.run([*self.kairo_argv, *args], cwd, check=check).stdout
+
+    def status(self, repo: Path) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.kairo("status", "--json", cwd=repo))
+        return document
+
+    def git(self, repo: Path, *args: str) -> str:
+        return self.run(["git", *args], repo).stdout
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.run(["tmux", "-L", self.socket, *args], self.root, check=False)
+
+    def bash(self, script: str, cwd: Path) -> None:
+        self.run(["bash", "-euo", "pipefail", "-c", script], cwd)
+
+    # -- places
+
+    def fresh_dir(self, name: str) -> Path:
+        self._names += 1
+        path = self.root / f"{self._names:03d}-{name}"
+        path.mkdir()
+        return path
+
+    def template(self, files: int) -> Path:
+        """A committed repository of `files` generated Python files (made once, packed)."""
+        if files not in self._templates:
+            self._templates[files] = make_repo(self, self.fresh_dir(f"template-{files}"), files)
+        return self._templates[files]
+
+    def copy_of(self, template: Path, name: str) -> Path:
+        """A private copy of a template repository; the plan files go beside it."""
+        repo = self.fresh_dir(name) / "repo"
+        self.run(["cp", "-a", str(template), str(repo)], self.root)
+        return repo
+
+    def retire(self, repo: Path) -> None:
+        """End whatever still runs for `repo`: its supervisor, its sessions, their agents.
+
+        Its files stay until `close`: on ext4 mounted with `discard` (as here), deleting
+        tens of thousands of files makes creating files near them several times slower
+        for minutes after, which would slow every later run of every measurement.
+        """
+        for pid in self._pids_under(repo.parent):
+            kill(pid)
+        for session in self._sessions(repo):
+            self.tmux("kill-session", "-t", f"={session}")
+
+    # -- the supervisor
+
+    @staticmethod
+    def execution_dirs(repo: Path) -> list[Path]:
+        runs = repo / ".git" / "kairo" / "runs"
+        return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+    def supervisor_pid(self, repo: Path) -> int | None:
+        """The live supervisor of `repo`'s newest execution, found in /proc (at once,
+        where `status --json` would take a command's time)."""
+        executions = self.execution_dirs(repo)
+        if not executions:
+            return None
+        wanted = f"orchestrator.runtime.daemon\0{executions[-1].name}\0".encode()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if wanted in (entry / "cmdline").read_bytes():
+                        return int(entry.name)
+        return None
+
+    def _sessions(self, repo: Path) -> list[str]:
+        sessions = []
+        for execution in self.execution_dirs(repo):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                sessions.append(self._session_of(repo, execution.name))
+        return sessions
+
+    def _session_of(self, repo: Path, execution_id: str) -> str:
+        db = sqlite3.connect(f"file:{repo / '.git' / 'kairo' / 'kairo.db'}?mode=ro", uri=True)
+        try:
+            (payload,) = db.execute(
+                "SELECT payload_json FROM kairo_execution_events"
+                " WHERE execution_id = ? AND seq = 0",
+                (execution_id,),
+            ).fetchone()
+        finally:
+            db.close()
+        session: str = json.loads(payload)["tmux_session"]
+        return session
+
+    def _pids_under(self, directory: Path) -> list[int]:
+        """Processes started here whose cwd or command line is under `directory`:
+        supervisors (`--repo DIR`), runners and agents (their worktree)."""
+        found = []
+        needle = str(directory).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                cwd = (entry / "cwd").readlink()
+                if cwd.is_relative_to(directory) or needle in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+        return found
+
+    def close(self) -> None:
+        for pid in self._pids_under(self.root):
+            kill(pid)
+        self.tmux("kill-server")
+        wait_until(
+            "the bench's tmux server to exit",
+            lambda: self.tmux("has-session").returncode != 0,
+            timeout=10,
+        )
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.tmux_dir, ignore_errors=True)
+
+
+def make_repo(lab: Lab, directory: Path, files: int) -> Path:
+    """A repository of `files` small Python modules in folders of 100, one commit, packed."""
+    repo = directory / "repo"
+    repo.mkdir()
+    lab.git(repo, "init", "-q", "-b", "main")
+    lab.git(repo, "config", "user.name", "Bench User")
+    lab.git(repo, "config", "user.email", "bench@example.com")
+    lab.git(repo, "config", "commit.gpgsign", "false")
+    for i in range(files):
+        module = repo / "src" / f"pkg{i // 100:02d}" / f"mod{i:04d}.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(
+            f'"""Module {i}."""\n\n\n'
+            + "".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}\n\n\n" for j in range(8)),
+            encoding="utf-8",
+        )
+    (repo / "README.md").write_text("generated for kairo-orch's benchmark\n", encoding="utf-8")
+    lab.git(repo, "add", "-A")
+    lab.git(repo, "commit", "-q", "-m", "generated base")
+    lab.git(repo, "repack", "-adq")
+    return repo
+
+
+def write_plan(repo: Path, name: str, subtasks: int, run: str, max_parallel: int) -> Path:
+    """A plan of `subtasks` shell agents running `run`, outside the repository."""
+    lines = [
+        "version: 1",
+        f"name: {name}",
+        f"max_parallel: {max_parallel}",
+        "agent:",
+        "  kind: shell",
+        f"  run: {json.dumps(run)}",
+        "subtasks:",
+        *(f"  - id: s{i:02d}" for i in range(subtasks)),
+    ]
+    path = repo.parent / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def started_agents(repo: Path) -> int:
+    """Attempts whose runner has started its agent (it writes started.json after fork)."""
+    return sum(len(list(e.glob("*/1/started.json"))) for e in Lab.execution_dirs(repo))
+
+
+# ---------------------------------------------------------------------------------------
+# The measurements, one function each
+
+
+def bench_fanout(lab: Lab, sizes: Sizes) -> Figure:
+    """`start` until every agent's process runs, against a shell loop doing the same by
+    hand: one `git worktree add` (with its checkout) and one `tmux new-window` each."""
+    n = sizes.fanout
+    template = lab.template(sizes.repo_files)
+
+    def kairo() -> float:
+        repo = lab.copy_of(template, "fanout")
+        plan = write_plan(repo, "fanout", n, SLEEPING_AGENT, max_parallel=n)
+        t0 = time.perf_counter()
+        lab.kairo("start", str(plan), "--detach", cwd=repo)
+        wait_until(f"{n} agents to start", lambda: started_agents(repo) >= n)
+        elapsed = time.perf_counter() - t0
+        lab.retire(repo)
+        return elapsed
+
+    def by_hand() -> float:
+        repo = lab.copy_of(template, "fanout-baseline")
+        markers = repo.parent / "started"
+        markers.mkdir()
+        worktrees = repo / ".git" / "bench-worktrees"
+        tmux = f"tmux -L {shlex.quote(lab.socket)}"
+        script = f"""
+            {tmux} new-session -d -s bench-fanout -c "$PWD"
+            for i in $(seq 1 {n}); do
+                git worktree add -q -b "bench-$i" "{worktrees}/$i" HEAD
+                {tmux} new-window -d -t bench-fanout: -c "{worktrees}/$i" \\
+                    "sh -c 'touch {markers}/$i; exec {SLEEPING_AGENT}'"
+            done
+        """
+        t0 = time.perf_counter()
+        lab.bash(script, repo)
+        wait_until(f"{n} sleeps to start", lambda: sum(1 for _ in markers.iterdir()) >= n)
+        elapsed = time.perf_counter() - t0
+        lab.tmux("kill-session", "-t", "=bench-fanout")
+        lab.retire(repo)
+        return elapsed
+
+    return repeat("fanout_16", sizes, alternate(kairo, by_hand))
+
+
+def _safe_point_event(i: int) -> Any:
+    """A NewEvent as the journal appends it at a safe point: an attempt judged."""
+    from orchestrator.core import events as ev
+    from orchestrator.store.base import NewEvent
+
+    judged = ev.AttemptJudged(subtask_id=f"s{i % 64:02d}", attempt=1 + i % 3, accepted=True)
+    return NewEvent(*ev.to_record(judged), schema_version=ev.SCHEMA_VERSION)
+
+
+class BareLog:
+    """The least a hash-chained log in SQLite can do: canonical bytes, SHA-256, one
+    INSERT per event in its own transaction, with the store's WAL and synchronous=FULL."""
+
+    def __init__(self, path: Path, execution_id: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute(
+            "CREATE TABLE events (execution_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " event_id TEXT NOT NULL, event_type TEXT NOT NULL, schema_version INTEGER NOT"
+            " NULL, payload_json TEXT NOT NULL, event_hash TEXT NOT NULL, created_at TEXT NOT"
+            " NULL, UNIQUE (execution_id, seq))"
+        )
+        self.execution_id = execution_id
+        self.seq = -1
+        self.head = "GENESIS"
+
+    def append(self, event_type: str, payload: dict[str, Any], schema_version: int) -> None:
+        import rfc8785
+        from ulid import ULID
+
+        self.seq += 1
+        created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        envelope: dict[str, Any] = {
+            "execution_id": self.execution_id,
+            "seq": self.seq,
+            "event_type": event_type,
+            "schema_version": schema_version,
+            "created_at": created_at,
+            "payload": payload,
+        }
+        self.head = hashlib.sha256(self.head.encode() + rfc8785.dumps(envelope)).hexdigest()
+        row = (
+            self.execution_id,
+            self.seq,
+            str(ULID()),
+            event_type,
+            schema_version,
+            rfc8785.dumps(payload).decode(),
+            self.head,
+            created_at,
+        )
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def bench_checkpoint(lab: Lab, sizes: Sizes) -> Figure:
+    """One safe-point event appended with `SqliteStore.append` (one durable transaction,
+    as the journal makes it), op by op alternating with a `BareLog` append."""
+    from ulid import ULID
+
+    from orchestrator.store.sqlite import SqliteStore
+
+    directory = lab.fresh_dir("checkpoint")
+    execution_id = str(ULID())
+    store = SqliteStore(directory / "kairo.db")
+    bare = BareLog(directory / "bare.db", execution_id)
+    store.create_execution(execution_id, "bench", "RUNNING", [_safe_point_event(0)])
+    row = store.get_execution(execution_id)
+    assert row is not None
+    version = row.version
+    counter = 0
+
+    def one_run(baseline_first: bool) -> tuple[float, float | None]:
+        nonlocal version, counter
+        ours: list[float] = []
+        theirs: list[float] = []
+        for i in range(sizes.appends):
+            counter += 1
+            event = _safe_point_event(counter)
+            for turn in (1, 0) if (i % 2 == 1) != baseline_first else (0, 1):
+                t0 = time.perf_counter()
+                if turn == 0:
+                    store.append(execution_id, [event], expected_version=version)
+                    ours.append(time.perf_counter() - t0)
+                    version += 1
+                else:
+                    bare.append(event.event_type, event.payload, event.schema_version)
+                    theirs.append(time.perf_counter() - t0)
+        return statistics.median(ours), statistics.median(theirs)
+
+    try:
+        return scaled(repeat("checkpoint_us", sizes, one_run), 1e6)
+    finally:
+        store.close()
+        bare.close()
+
+
+def _log_events(n: int) -> Iterator[Any]:
+    """`n` events shaped like a real log's: attempts started, exited with output, committed,
+    judged and merged, over 64 subtasks."""
+    from orchestrator.core import events as ev
+    from orchestrator.store.base import NewEvent
+
+    tail = "".join(f"line {j}: ok, nothing to report\n" for j in range(10))
+    for i in range(n):
+        sid, attempt = f"subtask-{i % 64:02d}", 1 + (i // 64) % 3
+        commit = hashlib.sha1(str(i).encode()).hexdigest()
+        kind = i % 5
+        model: ev.ExecutionEvent
+        if kind == 0:
+            model = ev.AttemptStarted(
+                subtask_id=sid,
+                attempt=attempt,
+                idempotency_key=commit[:32],
+                run_dir=f"/home/user/project/.git/kairo/runs/01JD8/{sid}/{attempt}",
+                start_commit=commit,
+            )
+        elif kind == 1:
+            model = ev.AttemptExited(subtask_id=sid, attempt=attempt, exit_code=0, output_tail=tail)
+        elif kind == 2:
+            model = ev.AttemptCommitted(
+                subtask_id=sid, attempt=attempt, head_commit=commit, changed=True, tree=commit
+            )
+        elif kind == 3:
+            model = ev.AttemptJudged(subtask_id=sid, attempt=attempt, accepted=True)
+        else:
+            model = ev.SubtaskMerged(
+                subtask_id=sid,
+                merge_commit=commit,
+                previous_commit=commit,
+                head_commit=commit,
+                changed_paths=(f"src/pkg{i % 20:02d}/mod{i % 2000:04d}.py",),
+                diffstat=" 1 file changed, 3 insertions(+), 1 deletion(-)",
+                insertions=3,
+                deletions=1,
+            )
+        yield NewEvent(*ev.to_record(model), schema_version=ev.SCHEMA_VERSION)
+
+
+def bench_verify(lab: Lab, sizes: Sizes) -> Figure:
+    """`SqliteStore.verify` of an `events`-long log, against the SHA-256 chain alone over
+    the very bytes it must hash (computed beforehand with the reference canonical_json)."""
+    from ulid import ULID
+
+    from orchestrator.core.canonical import GENESIS, canonical_json, envelope
+    from orchestrator.store.sqlite import SqliteStore
+
+    directory = lab.fresh_dir("verify")
+    execution_id = str(ULID())
+    store = SqliteStore(directory / "kairo.db")
+    note(f"verify_100k_s: writing a log of {sizes.events} events")
+    events = list(_log_events(sizes.events))
+    store.create_execution(execution_id, "bench", "RUNNING", events[:1])
+    for start in range(1, len(events), 1000):
+        store.append(execution_id, events[start : start + 1000])
+    canonical = [
+        canonical_json(
+            envelope(
+                execution_id=e.execution_id,
+                seq=e.seq,
+                event_type=e.event_type,
+                schema_version=e.schema_version,
+                created_at=e.created_at,
+                payload=e.payload,
+            )
+        )
+        for e in store.read_events(execution_id)
+    ]
+
+    def chain() -> str:
+        head = GENESIS
+        sha256 = hashlib.sha256
+        for body in canonical:
+            head = sha256(head.encode() + body).hexdigest()
+        return head
+
+    row = store.get_execution(execution_id)
+    assert row is not None and chain() == row.head_hash, "the baseline hashes other bytes"
+
+    def measure() -> float:
+        t0 = time.perf_counter()
+        store.verify(execution_id)
+        return time.perf_counter() - t0
+
+    def baseline() -> float:
+        t0 = time.perf_counter()
+        chain()
+        return time.perf_counter() - t0
+
+    try:
+        return repeat("verify_100k_s", sizes, alternate(measure, baseline))
+    finally:
+        store.close()
+
+
+def _merge_template(lab: Lab, sizes: Sizes) -> tuple[Path, list[str]]:
+    """The generated repository with `branches` finished subtask branches off main, each
+    changing one file of its own (so no two conflict)."""
+    repo = lab.copy_of(lab.template(sizes.repo_files), "merge-template")
+    branches = []
+    step = max(1, sizes.repo_files // sizes.branches)
+    for j in range(sizes.branches):
+        branch = f"subtask-{j:02d}"
+        i = (j * step) % sizes.repo_files
+        module = repo / "src" / f"pkg{i // 100:02d}" / f"mod{i:04d}.py"
+        lab.git(repo, "checkout", "-q", "-b", branch, "main")
+        with module.open("a", encoding="utf-8") as out:
+            out.write(f"\n\ndef added_by_{branch.replace('-', '_')}():\n    return {j}\n")
+        lab.git(repo, "commit", "-q", "-am", f"{branch}: add a function")
+        branches.append(branch)
+    lab.git(repo, "checkout", "-q", "main")
+    lab.git(repo, "repack", "-adq")
+    return repo, branches
+
+
+def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
+    """`orchestrator.git.merge.merge_branch` of every branch in turn into an integration
+    branch (merge-tree, commit-tree, update-ref: no checkout), against `git checkout` +
+    `git merge --no-ff` of each in one worktree of the integration branch."""
+    import trio
+
+    from orchestrator.git.merge import Merged, merge_branch
+    from orchestrator.git.repo import Identity
+
+    template, branches = _merge_template(lab, sizes)
+    identity = Identity("Bench User", "bench@example.com")
+    trees: dict[str, str] = {}
+
+    async def merge_all(repo: Path) -> float:
+        t0 = time.perf_counter()
+        for branch in branches:
+            outcome = await merge_branch(
+                repo,
+                target_ref="refs/heads/integration-kairo",
+                source_commit=branch,
+                message=f"kairo: merge {branch}\n\nKairo-Subtask: {branch}\n",
+                identity=identity,
+            )
+            assert isinstance(outcome, Merged) and not outcome.already_merged, outcome
+        return time.perf_counter() - t0
+
+    def kairo() -> float:
+        repo = lab.copy_of(template, "merge")
+        lab.git(repo, "branch", "integration-kairo", "main")
+        elapsed = trio.run(merge_all, repo)
+        trees["kairo"] = lab.git(repo, "rev-parse", "integration-kairo^{tree}")
+        lab.retire(repo)
+        return elapsed
+
+    def by_hand() -> float:
+        repo = lab.copy_of(template, "merge-baseline")
+        worktree = repo.parent / "integration"
+        lab.git(repo, "worktree", "add", "-q", "-b", "integration-git", str(worktree), "main")
+        script = "".join(
+            f"git checkout -q integration-git\n"
+            f"git merge -q --no-ff -m {shlex.quote('merge ' + b)} {shlex.quote(b)}\n"
+            for b in branches
+        )
+        t0 = time.perf_counter()
+        lab.bash(script, worktree)
+        elapsed = time.perf_counter() - t0
+        trees["git"] = lab.git(repo, "rev-parse", "integration-git^{tree}")
+        lab.retire(repo)
+        return elapsed
+
+    figure = repeat("merge_32", sizes, alternate(kairo, by_hand))
+    assert trees["kairo"] == trees["git"], "kairo's merges and git's gave different trees"
+    return figure
+
+
+def bench_resume(lab: Lab, sizes: Sizes) -> Figure:
+    """`kill -9` of the supervisor with `resume` agents running, then `resume --detach`
+    until the new supervisor has logged every one of them `reattached`."""
+    n = sizes.resume
+    template = lab.template(min(sizes.repo_files, 20))
+
+    def run() -> float:
+        repo = lab.copy_of(template, "resume")
+        plan = write_plan(repo, "resume", n, SLEEPING_AGENT, max_parallel=n)
+        lab.kairo("start", str(plan), "--detach", cwd=repo)
+        wait_until(f"{n} agents to start", lambda: started_agents(repo) >= n)
+        pid = lab.supervisor_pid(repo)
+        assert pid is not None, "no supervisor runs"
+        kill(pid)
+        wait_until("the supervisor to die", lambda: not process_alive(pid), timeout=10)
+        log = lab.execution_dirs(repo)[-1] / "supervisor.log"
+
+        def reattached() -> bool:
+            return log.read_text(encoding="utf-8", errors="replace").count('"reattached"') >= n
+
+        t0 = time.perf_counter()
+        lab.kairo("resume", "--detach", cwd=repo)
+        wait_until(f"{n} agents to be reattached", reattached)
+        elapsed = time.perf_counter() - t0
+        lab.retire(repo)
+        return elapsed
+
+    return repeat("resume_32_s", sizes, alternate(run, None))
+
+
+def bench_rss(lab: Lab, sizes: Sizes, keep: list[Path]) -> Figure:
+    """The supervisor's VmHWM (peak resident set) over a whole run of `rss` short agents,
+    read from /proc until it exits. The last run's repository is kept in `keep`."""
+    n = sizes.rss
+    template = lab.template(sizes.repo_files)
+
+    def run() -> float:
+        repo = lab.copy_of(template, "rss")
+        plan = write_plan(repo, "rss", n, SHORT_AGENT, max_parallel=sizes.rss_parallel)
+        lab.kairo("start", str(plan), "--detach", cwd=repo)
+        pid = lab.supervisor_pid(repo)
+        assert pid is not None, "the supervisor was gone before it could be measured"
+        peak_kb = 0
+        status = Path(f"/proc/{pid}/status")
+        deadline = time.monotonic() + WAIT_S
+        while process_alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak_kb = max(peak_kb, int(line.split()[1]))
+            time.sleep(0.05)
+        outcome = lab.status(repo)
+        merged = sum(s["state"] == "merged" for s in outcome["subtasks"])
+        if outcome["status"] != "COMPLETED" or merged != n:
+            why = "; ".join(
+                f"{s['id']} {s['state']}: {s['reason']}"
+                for s in outcome["subtasks"]
+                if s["state"] != "merged"
+            )
+            # The peak is measured all the same; the failure is kairo's, and said loudly.
+            warn(f"rss_64_mb: the {n}-subtask run ended {outcome['status']}: {why}")
+        if keep:
+            lab.retire(keep.pop())
+        keep.append(repo)
+        return peak_kb / 1024
+
+    return repeat("rss_64_mb", sizes, alternate(run, None), unit="MB")
+
+
+def bench_status(lab: Lab, sizes: Sizes, repo: Path) -> Figure:
+    """`kairo-orch status --json` on a finished execution of `rss` subtasks, against
+    `git status` in the same repository."""
+    n_subtasks = len(lab.status(repo)["subtasks"])
+    assert n_subtasks == sizes.rss
+
+    def kairo() -> float:
+        t0 = time.perf_counter()
+        lab.kairo("status", "--json", cwd=repo)
+        return time.perf_counter() - t0
+
+    def by_hand() -> float:
+        t0 = time.perf_counter()
+        lab.git(repo, "status")
+        return time.perf_counter() - t0
+
+    return scaled(repeat("status_ms", sizes, alternate(kairo, by_hand)), 1e3)
+
+
+# ---------------------------------------------------------------------------------------
+# The table, bench.json, the command line
+
+
+def render(figures: list[Figure]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="kairo-orch benchmark (medians)", title_justify="left")
+    for column in ("measurement", "value", "baseline", "ratio", "target", "ok", "runs"):
+        table.add_column(column, justify="right" if column in ("value", "baseline") else "left")
+    for figure in figures:
+        shown = figure.to_json()
+        baseline = "—" if shown["baseline"] is None else f"{shown['baseline']:g} {figure.unit}"
+        ratio = "—" if shown["ratio"] is None else f"{shown['ratio']:.2f}"
+        spread = " ".join(f"{s:.3g}" for s in figure.samples)
+        table.add_row(
+            figure.name,
+            f"{shown['value']:g} {figure.unit}",
+            baseline,
+            ratio,
+            shown["target"],
+            "[green]yes[/]" if shown["ok"] else "[red]NO[/]",
+            spread,
+        )
+    Console(width=max(shutil.get_terminal_size().columns, 120)).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--tiny", action="store_true", help="toy sizes: a smoke test, seconds")
+    parser.add_argument("--runs", type=int, help="measured runs of each (default 5; tiny 1)")
+    parser.add_argument("--warmup", type=int, help="unmeasured runs first (default 1; tiny 0)")
+    parser.add_argument("--out", type=Path, default=Path("bench.json"), help="default bench.json")
+    parser.add_argument("--workdir", type=Path, help="where the temporary directory goes")
+    parser.add_argument(
+        "--only", help="comma-separated names to run (default: all): " + ", ".join(TARGETS)
+    )
+    args = parser.parse_args(argv)
+    sizes = TINY if args.tiny else FULL
+    if args.runs is not None:
+        sizes = replace(sizes, runs=max(1, args.runs))
+    if args.warmup is not None:
+        sizes = replace(sizes, warmup=max(0, args.warmup))
+    wanted = list(TARGETS) if not args.only else [n.strip() for n in args.only.split(",")]
+    unknown = set(wanted) - set(TARGETS)
+    if unknown:
+        parser.error(f"unknown measurement {', '.join(sorted(unknown))}")
+    if "status_ms" in wanted and "rss_64_mb" not in wanted:
+        wanted.append("rss_64_mb")  # status is measured on the rss run's execution
+
+    lab = Lab(args.workdir)
+    figures: list[Figure] = []
+    failed: list[str] = []
+    kept: list[Path] = []
+    measurements: dict[str, Callable[[], Figure]] = {
+        "fanout_16": lambda: bench_fanout(lab, sizes),
+        "checkpoint_us": lambda: bench_checkpoint(lab, sizes),
+        "verify_100k_s": lambda: bench_verify(lab, sizes),
+        "merge_32": lambda: bench_merge(lab, sizes),
+        "resume_32_s": lambda: bench_resume(lab, sizes),
+        "rss_64_mb": lambda: bench_rss(lab, sizes, kept),
+        "status_ms": lambda: bench_status(lab, sizes, kept[-1]),
+    }
+    try:
+        for name, measurement in measurements.items():
+            if name not in wanted:
+                continue
+            if name == "status_ms" and not kept:
+                failed.append(name)
+                note("status_ms: skipped, the rss run left no execution to ask about")
+                continue
+            try:
+                figures.append(measurement())
+            except Exception:
+                failed.append(name)
+                note(f"{name} failed:\n{traceback.format_exc()}")
+    finally:
+        lab.close()
+
+    render(figures)
+    document = {figure.name: figure.to_json() for figure in figures}
+    args.out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    note(f"wrote {args.out}")
+    for message in WARNINGS:
+        note(f"WARNING {message}")
+    if failed:
+        note(f"these did not run: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

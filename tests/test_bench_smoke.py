@@ -1,0 +1,63 @@
+"""`scripts/bench.py --tiny`: every measurement runs at toy sizes and bench.json has its shape.
+
+The figures of a tiny run mean nothing; this only keeps the benchmark from rotting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = {
+    "fanout_16",
+    "checkpoint_us",
+    "verify_100k_s",
+    "merge_32",
+    "resume_32_s",
+    "rss_64_mb",
+    "status_ms",
+}
+WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb"}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny", "--out", str(out)],
+        cwd=tmp_path,
+        env={**env, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(out.read_text(encoding="utf-8"))
+
+    assert set(document) == NAMES
+    for name, figure in document.items():
+        assert set(figure) == {"value", "baseline", "ratio", "unit", "target", "ok"}, name
+        assert _is_number(figure["value"]) and figure["value"] >= 0, name
+        assert isinstance(figure["unit"], str) and figure["unit"], name
+        assert isinstance(figure["target"], str) and figure["target"], name
+        assert isinstance(figure["ok"], bool), name
+        if name in WITHOUT_BASELINE:
+            assert figure["baseline"] is None and figure["ratio"] is None, name
+        else:
+            assert _is_number(figure["baseline"]) and figure["baseline"] > 0, name
+            assert _is_number(figure["ratio"]) and figure["ratio"] > 0, name
+    assert "measurement" in done.stdout  # the table
+    # Its tmux server and temporary directory are gone with it.
+    assert not list(tmp_path.glob("kairo-bench-*"))
