@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.repo import first_line, git
 
@@ -113,8 +115,19 @@ async def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
 
 
 async def checked_out_branches(cwd: Path) -> dict[str, Path]:
-    """Full branch ref -> the worktree that has it checked out, the main one included."""
-    result = await git("worktree", "list", "--porcelain", "-z", cwd=cwd)
+    """Full branch ref -> the worktree that has it checked out, the main one included.
+
+    `worktree list` fails ("failed to read .git/worktrees/N/commondir") while another
+    process is half-way through adding or removing a worktree; the merge step runs beside
+    worktree creation, so it looks again a few times before it gives up.
+    """
+    for wait in (0.02, 0.05, 0.1, 0.2, 0.5):
+        result = await git("worktree", "list", "--porcelain", "-z", cwd=cwd, check=False)
+        if result.returncode == 0 or "failed to read" not in result.stderr:
+            break
+        await trio.sleep(wait)
+    if result.returncode != 0:
+        raise StepFailed(f"cannot list the worktrees of {cwd}: {first_line(result)}")
     branches: dict[str, Path] = {}
     path: Path | None = None
     for field in result.stdout.split("\0"):

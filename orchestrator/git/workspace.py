@@ -121,7 +121,7 @@ class LocalWorktreeProvider:
             if not await branch_exists(self.repo_root, branch):
                 return None
             path = await trio.to_thread.run_sync(_resolve, path)
-            if path not in await self._worktree_paths():
+            if path not in await self._listed():
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
                 async with self._lock:
@@ -185,7 +185,7 @@ class LocalWorktreeProvider:
     async def exists(self, path: Path) -> bool:
         """Whether `path` is a worktree of this repository and is still on disk."""
         path = await trio.to_thread.run_sync(_resolve, path)
-        return await trio.Path(path).is_dir() and path in await self._worktree_paths()
+        return await trio.Path(path).is_dir() and path in await self._listed()
 
     async def _remove(self, path: Path) -> None:
         async with self._lock:
@@ -198,7 +198,14 @@ class LocalWorktreeProvider:
                 raise StepFailed(f"{path} is not a worktree of {self.repo_root}; left alone")
             await git("worktree", "prune", cwd=self.repo_root)
 
+    async def _listed(self) -> set[Path]:
+        """The worktrees, read under the lock: `worktree list` run while another task adds
+        or removes one fails ("failed to read .git/worktrees/N/commondir")."""
+        async with self._lock:
+            return await self._worktree_paths()
+
     async def _worktree_paths(self) -> set[Path]:
+        """The caller holds the lock."""
         result = await git("worktree", "list", "--porcelain", "-z", cwd=self.repo_root)
         listed = [
             Path(field.removeprefix("worktree "))
