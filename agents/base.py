@@ -21,6 +21,13 @@ class AttemptContext:
     worktree: str
     idempotency_key: str
     usage_file: str
+    # The agent's own session to continue instead of starting cold (kinds that support it,
+    # see `AgentAdapter.supports_resume`): the `session_id` an earlier attempt's usage line
+    # recorded; `agents.usage.resume_point` finds it.
+    resume_session: str | None = None
+    # What that session had used when it was recorded, for agents that report usage summed
+    # over the whole session (codex): their stream filter subtracts it. See agents.usage.
+    resume_totals: Mapping[str, int] | None = None
 
     def environment(self) -> dict[str, str]:
         """The KAIRO_* variables of plan.md, for every kind."""
@@ -39,9 +46,17 @@ class AttemptContext:
 
 
 class AgentAdapter(Protocol):
-    """How to start one kind of agent for one attempt."""
+    """How to start one kind of agent for one attempt, and what it can do besides.
+
+    `supports_resume`: `argv` continues `context.resume_session` when one is given (else
+    the re-run relies on its prompt's account of earlier attempts). `reports_usage`: the
+    attempt appends a usage line to KAIRO_USAGE_FILE by itself (see agents.usage).
+    """
 
     kind: str
+    supports_resume: bool
+    reports_usage: bool
+    install_hint: str | None  # how to get `binary`, for the message when it is missing
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         """The agent's command line; the in-pane runner executes it in the worktree."""
@@ -49,4 +64,13 @@ class AgentAdapter(Protocol):
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         """Variables this kind adds to the attempt's environment."""
+        ...
+
+    def binary(self, spec: AgentSpec) -> str | None:
+        """The program that must exist before anything starts (a name looked up on PATH,
+        or a path), or None when there is nothing to check ahead (a shell command line)."""
+        ...
+
+    def idempotent(self, spec: AgentSpec) -> bool:
+        """Whether an interrupted attempt may simply be run again after a crash."""
         ...

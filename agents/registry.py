@@ -1,12 +1,27 @@
-"""Which adapter runs which agent kind."""
+"""Which adapter runs which agent kind, and whether the programs they start are there.
+
+`require_available` is meant for `validate` and `start`: a missing program is a clear
+EnvironmentProblem (exit 5) before anything is created, not a failed attempt mid-run.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
+from agents.aider import AiderAgent
 from agents.base import AgentAdapter
+from agents.claude_code import ClaudeCodeAgent
+from agents.codex import CodexAgent
 from agents.shell import CommandAgent, ShellAgent
+from orchestrator.core.plan import AgentSpec, ResolvedPlan
 from orchestrator.errors import EnvironmentProblem
 
-_ADAPTERS: dict[str, AgentAdapter] = {"shell": ShellAgent(), "command": CommandAgent()}
+_ADAPTERS: dict[str, AgentAdapter] = {
+    adapter.kind: adapter
+    for adapter in (ShellAgent(), CommandAgent(), ClaudeCodeAgent(), CodexAgent(), AiderAgent())
+}
 
 
 def supported_kinds() -> tuple[str, ...]:
@@ -21,3 +36,52 @@ def adapter_for(kind: str) -> AgentAdapter:
             f"agent kind '{kind}' is not supported by this kairo-orch yet "
             f"(supported: {', '.join(_ADAPTERS)})"
         ) from None
+
+
+def check_available(spec: AgentSpec, *, path: str | None = None) -> str | None:
+    """Why `spec`'s program cannot be started (a sentence), or None when it can.
+
+    `path` is the PATH to search (default: ours, which the agents inherit). A relative
+    path such as `./tools/agent` is found only in the worktree, so it is not checked.
+    """
+    adapter = adapter_for(spec.kind)
+    program = adapter.binary(spec)
+    if program is None:
+        return None
+    if "/" in program:
+        file = Path(program)
+        if not file.is_absolute():
+            return None
+        if file.is_file() and os.access(file, os.X_OK):
+            return None
+        state = "is not an executable file" if file.exists() else "does not exist"
+        key = "the first item of agent.command" if spec.kind == "command" else "agent.binary"
+        return f"agent kind '{spec.kind}': {key} {program} {state}"
+    if shutil.which(program, path=path) is not None:
+        return None
+    if spec.kind == "command":
+        return (
+            f"agent kind 'command' runs '{program}', which is not on PATH: install it, "
+            "or write its path as the first item of agent.command"
+        )
+    hint = f" ({adapter.install_hint})" if adapter.install_hint else ""
+    return (
+        f"agent kind '{spec.kind}' needs the program '{program}', which is not on PATH: "
+        f"install it{hint}, or give agent.binary its path"
+    )
+
+
+def require_available(plan: ResolvedPlan, *, path: str | None = None) -> None:
+    """EnvironmentProblem naming every missing program and the subtasks that need it."""
+    missing: dict[str, list[str]] = {}
+    for subtask in plan.subtasks:
+        problem = check_available(subtask.agent, path=path)
+        if problem is not None:
+            missing.setdefault(problem, []).append(subtask.id)
+    if missing:
+        raise EnvironmentProblem(
+            "\n".join(
+                f"{problem} (subtask{'s' if len(ids) > 1 else ''} {', '.join(ids)})"
+                for problem, ids in missing.items()
+            )
+        )

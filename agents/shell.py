@@ -10,6 +10,15 @@ from orchestrator.core.plan import AgentSpec
 
 class ShellAgent:
     kind = "shell"
+    supports_resume = False
+    reports_usage = False  # the command may append to KAIRO_USAGE_FILE itself
+    install_hint: str | None = None
+
+    def binary(self, spec: AgentSpec) -> str | None:
+        return None  # a command line: what it runs is the shell's business
+
+    def idempotent(self, spec: AgentSpec) -> bool:
+        return spec.idempotent
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         assert spec.run is not None, "the plan loader requires `run` for kind shell"
@@ -23,6 +32,16 @@ class CommandAgent:
     """Each argv item expands {prompt}, {prompt_file} and {files}; nothing else is touched."""
 
     kind = "command"
+    supports_resume = False
+    reports_usage = False
+    install_hint: str | None = None
+
+    def binary(self, spec: AgentSpec) -> str | None:
+        assert spec.command, "the plan loader requires `command` for kind command"
+        return spec.command[0]
+
+    def idempotent(self, spec: AgentSpec) -> bool:
+        return spec.idempotent
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         assert spec.command, "the plan loader requires `command` for kind command"

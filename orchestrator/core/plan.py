@@ -12,6 +12,13 @@ from pydantic import BaseModel, ConfigDict
 
 AgentKind = Literal["shell", "command", "claude-code", "codex", "aider"]
 MergeOrder = Literal["plan", "completion"]
+ADAPTER_KINDS: tuple[AgentKind, ...] = ("claude-code", "codex", "aider")  # `binary`, `model`...
+# `permission_mode` by kind: what `claude --help` lists for --permission-mode, and the values
+# of `codex exec --sandbox`. Aider has no such setting.
+PERMISSION_MODES: dict[str, tuple[str, ...]] = {
+    "claude-code": ("acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"),
+    "codex": ("read-only", "workspace-write", "danger-full-access"),
+}
 
 
 class Frozen(BaseModel):
@@ -23,6 +30,11 @@ class AgentSpec(Frozen):
     run: str | None = None  # kind shell: one command line for /bin/sh -c
     command: tuple[str, ...] | None = None  # kind command: argv; {prompt} {prompt_file} {files}
     idempotent: bool = False
+    # Kinds claude-code, codex and aider (None: the adapter's default, see docs/plan.md):
+    binary: str | None = None  # the program, a name looked up on PATH or a path
+    model: str | None = None
+    permission_mode: str | None = None  # one of PERMISSION_MODES[kind]
+    extra_args: tuple[str, ...] = ()  # passed to the program after the adapter's own flags
 
 
 class Limits(Frozen):

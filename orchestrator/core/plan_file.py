@@ -104,6 +104,24 @@ def _inside_checkout(value: str) -> str:
     return value
 
 
+def _arguments(value: Any) -> Any:
+    # Worded here, not by pydantic: `extra_args: --max-turns 30` (one string) and
+    # `[--max-turns, 30]` (a number) are the two mistakes worth a precise hint.
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    example = "e.g. [--max-turns, '30']"
+    if isinstance(value, str):
+        raise PydanticCustomError(
+            "plan_extra_args", f"must be a list of arguments, one item each, {example}"
+        )
+    if isinstance(value, list):
+        raise PydanticCustomError(
+            "plan_extra_args",
+            f"must be a list of strings; put numbers and true/false in quotes, {example}",
+        )
+    raise PydanticCustomError("plan_extra_args", f"must be a list of arguments, {example}")
+
+
 Id = Annotated[str, AfterValidator(_plan_id)]
 Text = Annotated[str, AfterValidator(_non_blank)]
 WholeNumber = Annotated[int, Field(ge=1)]
@@ -121,6 +139,10 @@ class RawAgent(_Raw):
     run: Text | None = None
     command: Annotated[list[str], Field(min_length=1)] | None = None
     idempotent: bool = False
+    binary: Text | None = None
+    model: Text | None = None
+    permission_mode: Text | None = None  # which values: plan_resolve, by kind
+    extra_args: Annotated[list[str], BeforeValidator(_arguments)] = []
 
 
 class RawLimits(_Raw):

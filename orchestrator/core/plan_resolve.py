@@ -20,6 +20,8 @@ from wcmatch import glob
 from orchestrator.core.dag import find_cycle
 from orchestrator.core.ids import ID_PATTERN
 from orchestrator.core.plan import (
+    ADAPTER_KINDS,
+    PERMISSION_MODES,
     AgentKind,
     AgentSpec,
     ExecutionLimits,
@@ -39,7 +41,10 @@ if TYPE_CHECKING:
 # `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
 # pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.
 GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH | glob.NEGATE
-_PROGRAM_KEYS = frozenset({"kind", "run", "command"})
+# The keys that say which program runs and how; written for one kind, they mean nothing to
+# another. (`idempotent` describes the work, not the program.)
+_ADAPTER_KEYS = ("binary", "model", "permission_mode", "extra_args")
+_PROGRAM_KEYS = frozenset({"kind", "run", "command", *_ADAPTER_KEYS})
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,30 @@ def _program_problems(kind: str, values: dict[str, Any]) -> Iterator[tuple[str, 
         for key in ("run", "command"):
             if values.get(key) is not None:
                 yield key, f"agent kind '{kind}' takes no {key}: its adapter starts the agent"
+    if kind not in ADAPTER_KINDS:
+        for key in _ADAPTER_KEYS:
+            if values.get(key):  # null or [] asks for nothing
+                yield (
+                    key,
+                    (
+                        f"agent kind '{kind}' takes no {key}: only kinds "
+                        f"{', '.join(ADAPTER_KINDS)} do"
+                    ),
+                )
+        return
+    mode = values.get("permission_mode")
+    if mode is not None:
+        allowed = PERMISSION_MODES.get(kind)
+        if allowed is None:
+            yield "permission_mode", f"agent kind '{kind}' takes no permission_mode"
+        elif mode not in allowed:
+            yield (
+                "permission_mode",
+                (
+                    f"agent kind '{kind}': permission_mode must be one of "
+                    f"{', '.join(allowed)} (got {mode!r})"
+                ),
+            )
 
 
 class Resolver:
@@ -342,8 +371,8 @@ class Resolver:
             # `command` an argv, both written for the plan's kind; carried over they would
             # conflict with what the subtask asked for. `idempotent` describes the work,
             # not the program, so it still carries over.
-            values.pop("run", None)
-            values.pop("command", None)
+            for key in _PROGRAM_KEYS - {"kind"}:
+                values.pop(key, None)
         values.update(own)
         origin.update({key: ("subtasks", i, "agent", key) for key in own})
         kind = cast("AgentKind", values.get("kind") or "shell")
@@ -373,6 +402,10 @@ class Resolver:
             run=values.get("run"),
             command=tuple(command) if command is not None else None,
             idempotent=values.get("idempotent", False),
+            binary=values.get("binary"),
+            model=values.get("model"),
+            permission_mode=values.get("permission_mode"),
+            extra_args=tuple(values.get("extra_args", ())),
         )
 
     def _warnings(self, valid: list[tuple[int, RawSubtask]]) -> tuple[str, ...]:

@@ -1,0 +1,55 @@
+"""Kind `codex`: Codex CLI's `codex exec`, its JSON events rendered and its usage recorded.
+
+    python -I -S agents/codex_stream.py [--baseline TOTALS] -- codex exec --json
+        --sandbox MODE [-m MODEL] [EXTRA ARGS...] [resume SESSION] -- PROMPT
+
+Every flag is one `codex exec --help` lists (0.171.0). `resume` is a subcommand of `exec`
+that does not take `--sandbox` itself, but the options written before it apply to it
+(measured: without them a resumed thread runs read-only again), so the adapter's flags and
+`extra_args` always come first. `permission_mode` is the sandbox, default workspace-write:
+`codex exec` alone is read-only and could change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import agents.codex_stream
+from agents.base import AttemptContext
+from agents.stream_filter import filter_argv
+from orchestrator.core.plan import AgentSpec
+
+DEFAULT_BINARY = "codex"
+DEFAULT_SANDBOX = "workspace-write"
+
+
+class CodexAgent:
+    kind = "codex"
+    supports_resume = True
+    reports_usage = True
+    install_hint: str | None = "npm install -g @openai/codex"
+
+    def binary(self, spec: AgentSpec) -> str:
+        return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
+
+    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
+        command = [self.binary(spec), "exec", "--json"]
+        command += ["--sandbox", spec.permission_mode or DEFAULT_SANDBOX]
+        if spec.model:
+            command += ["-m", spec.model]
+        command += spec.extra_args
+        options: list[str] = []
+        if context.resume_session:
+            command += ["resume", context.resume_session]
+            if context.resume_totals:
+                options = ["--baseline", json.dumps(dict(context.resume_totals), sort_keys=True)]
+        command += ["--", context.prompt]
+        return filter_argv(agents.codex_stream.__file__, options, command)
+
+    def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
+        return context.environment()
+
+    def idempotent(self, spec: AgentSpec) -> bool:
+        return spec.idempotent

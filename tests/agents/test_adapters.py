@@ -1,0 +1,233 @@
+"""Each adapter's command line and environment, for each configuration (pure: nothing runs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import agents.claude_stream
+import agents.codex_stream
+from agents.aider import AiderAgent
+from agents.base import AttemptContext
+from agents.claude_code import ClaudeCodeAgent
+from agents.codex import CodexAgent
+from agents.registry import adapter_for, supported_kinds
+from agents.shell import CommandAgent, ShellAgent
+from orchestrator.core.plan import AgentSpec
+
+CONTEXT = AttemptContext(
+    execution_id="01JEXEC",
+    subtask_id="rename",
+    attempt=1,
+    prompt="- rename fmt to format",  # a prompt may start with a dash
+    prompt_file="/runs/rename/1/prompt.txt",
+    feedback="",
+    files=("src/a.py", "src/b.py"),
+    worktree="/wt/rename",
+    idempotency_key="k1",
+    usage_file="/runs/rename/1/usage.jsonl",
+)
+RESUMING = AttemptContext(
+    **{**CONTEXT.__dict__, "resume_session": "sess-1", "resume_totals": {"input_tokens": 9}}
+)
+
+
+def filtered(module: object) -> list[str]:
+    path = str(Path(module.__file__).resolve())  # type: ignore[attr-defined]
+    return [sys.executable, "-I", "-S", path]
+
+
+# --- claude-code -------------------------------------------------------------------------
+
+
+def test_claude_defaults() -> None:
+    assert ClaudeCodeAgent().argv(AgentSpec(kind="claude-code"), CONTEXT) == [
+        *filtered(agents.claude_stream),
+        "--",
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "acceptEdits",
+        "--",
+        "- rename fmt to format",
+    ]
+
+
+def test_claude_with_every_key_and_a_session_to_resume() -> None:
+    spec = AgentSpec(
+        kind="claude-code",
+        binary="~/bin/claude",
+        model="sonnet",
+        permission_mode="plan",
+        extra_args=("--max-turns", "30"),
+    )
+    argv = ClaudeCodeAgent().argv(spec, RESUMING)
+    command = argv[argv.index("--") + 1 :]
+    assert command == [
+        str(Path("~/bin/claude").expanduser()),
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "plan",
+        "--model",
+        "sonnet",
+        "--resume",
+        "sess-1",
+        "--max-turns",
+        "30",
+        "--",
+        "- rename fmt to format",
+    ]
+
+
+def test_claude_environment_is_plan_md_s_and_no_self_update() -> None:
+    env = ClaudeCodeAgent().environment(AgentSpec(kind="claude-code"), CONTEXT)
+    assert env == {**CONTEXT.environment(), "DISABLE_AUTOUPDATER": "1"}
+    assert env["KAIRO_USAGE_FILE"] == "/runs/rename/1/usage.jsonl"  # where the filter writes
+
+
+# --- codex -------------------------------------------------------------------------------
+
+
+def test_codex_defaults() -> None:
+    assert CodexAgent().argv(AgentSpec(kind="codex"), CONTEXT) == [
+        *filtered(agents.codex_stream),
+        "--",
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "--",
+        "- rename fmt to format",
+    ]
+
+
+def test_codex_resume_keeps_its_flags_before_the_subcommand_and_passes_the_baseline() -> None:
+    spec = AgentSpec(
+        kind="codex",
+        binary="/opt/codex",
+        model="gpt-5.5",
+        permission_mode="danger-full-access",
+        extra_args=("-c", 'model_reasoning_effort="high"'),
+    )
+    assert CodexAgent().argv(spec, RESUMING) == [
+        *filtered(agents.codex_stream),
+        "--baseline",
+        json.dumps({"input_tokens": 9}),
+        "--",
+        "/opt/codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "danger-full-access",
+        "-m",
+        "gpt-5.5",
+        "-c",
+        'model_reasoning_effort="high"',
+        "resume",
+        "sess-1",
+        "--",
+        "- rename fmt to format",
+    ]
+
+
+def test_codex_resume_without_totals_has_no_baseline() -> None:
+    context = AttemptContext(**{**CONTEXT.__dict__, "resume_session": "sess-1"})
+    argv = CodexAgent().argv(AgentSpec(kind="codex"), context)
+    assert "--baseline" not in argv
+    assert argv[-4:] == ["resume", "sess-1", "--", "- rename fmt to format"]
+
+
+# --- aider -------------------------------------------------------------------------------
+
+HEADLESS = [
+    "--yes-always",
+    "--no-auto-commits",
+    "--no-dirty-commits",
+    "--no-gitignore",
+    "--map-tokens",
+    "0",
+    "--no-restore-chat-history",
+    "--no-pretty",
+    "--no-fancy-input",
+    "--no-check-update",
+    "--no-show-release-notes",
+    "--no-analytics",
+    "--no-notifications",
+    "--no-detect-urls",
+    "--no-show-model-warnings",
+]
+
+
+def test_aider_writes_nothing_of_its_own_into_the_worktree_and_edits_the_owned_files() -> None:
+    spec = AgentSpec(kind="aider", model="sonnet", extra_args=("--map-tokens", "1024"))
+    assert AiderAgent().argv(spec, CONTEXT) == [
+        "aider",
+        "--message-file",
+        "/runs/rename/1/prompt.txt",
+        *HEADLESS,
+        "--chat-history-file",
+        "/runs/rename/1/aider.chat.history.md",
+        "--input-history-file",
+        "/runs/rename/1/aider.input.history",
+        "--model",
+        "sonnet",
+        "--map-tokens",
+        "1024",
+        "--",
+        "src/a.py",
+        "src/b.py",
+    ]
+
+
+def test_aider_without_files_or_model() -> None:
+    context = AttemptContext(**{**CONTEXT.__dict__, "files": ()})
+    argv = AiderAgent().argv(AgentSpec(kind="aider", binary="/opt/aider"), context)
+    assert argv[0] == "/opt/aider"
+    assert "--" not in argv
+    assert "--model" not in argv
+    assert AiderAgent().environment(AgentSpec(kind="aider"), context) == context.environment()
+
+
+def test_aider_cannot_resume_and_reports_no_usage() -> None:
+    adapter = AiderAgent()
+    assert (adapter.supports_resume, adapter.reports_usage) == (False, False)
+    assert "sess-1" not in adapter.argv(AgentSpec(kind="aider"), RESUMING)
+
+
+# --- every kind --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "resume", "usage", "program"),
+    [
+        ("shell", False, False, None),
+        ("command", False, False, "aider"),
+        ("claude-code", True, True, "claude"),
+        ("codex", True, True, "codex"),
+        ("aider", False, False, "aider"),
+    ],
+)
+def test_what_each_kind_can_do(kind: str, resume: bool, usage: bool, program: str | None) -> None:
+    adapter = adapter_for(kind)
+    spec = AgentSpec(kind=kind, run="x", command=("aider", "--yes"))  # type: ignore[arg-type]
+    assert adapter.kind == kind
+    assert (adapter.supports_resume, adapter.reports_usage) == (resume, usage)
+    assert adapter.binary(spec) == program
+    assert adapter.idempotent(spec) is False
+    assert adapter.idempotent(spec.model_copy(update={"idempotent": True})) is True
+
+
+def test_every_kind_of_the_plan_has_an_adapter() -> None:
+    assert supported_kinds() == ("shell", "command", "claude-code", "codex", "aider")
+    assert isinstance(adapter_for("shell"), ShellAgent)
+    assert isinstance(adapter_for("command"), CommandAgent)

@@ -1,0 +1,269 @@
+"""The adapters against the REAL programs: every flag they pass is accepted, a run without
+credentials ends as a clean failure the filter reports, and (against local stand-ins of the
+model APIs, tests/agents/fake_apis.py) whole sessions parse, resume and count as the
+stand-in executables claim.
+
+claude and codex come from npm into .tools/npm (installed here when missing; skipped when
+npm or its registry cannot be reached); aider is used when .tools/aider/bin/aider exists
+(`python3 -m venv .tools/aider && .tools/aider/bin/pip install aider-chat`). Each runs with
+an empty HOME and no credentials in its environment.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agents.aider import AiderAgent
+from agents.base import AttemptContext
+from agents.claude_code import ClaudeCodeAgent
+from agents.codex import CodexAgent
+from agents.usage import resume_point, resumed
+from orchestrator.core.plan import AgentSpec
+from tests.agents.conftest import Attempts, Run
+from tests.agents.fake_apis import CLAUDE_CALL, codex_provider_args, fake_api
+
+pytestmark = pytest.mark.slow
+
+TOOLS = Path(__file__).resolve().parents[2] / ".tools"
+NPM_BIN = TOOLS / "npm" / "node_modules" / ".bin"
+PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex")
+REFUSED = ("unknown option", "is invalid", "unexpected argument", "error: invalid value")
+PROMPT = "- rename fmt to format"  # starts with a dash: must stay the prompt
+
+
+@pytest.fixture(scope="session")
+def npm_bin() -> Path:
+    if not all((NPM_BIN / name).exists() for name in ("claude", "codex")):
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm is not installed, so the real claude and codex CLIs cannot be")
+        try:
+            subprocess.run(
+                [npm, "install", "--prefix", str(TOOLS / "npm"), *PACKAGES],
+                capture_output=True,
+                timeout=600,
+                check=True,
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            pytest.skip(
+                f"npm could not install {' '.join(PACKAGES)} (registry unreachable?): {exc}"
+            )
+    return NPM_BIN
+
+
+def real(binary: Path, **keys: object) -> AgentSpec:
+    kind = {"claude": "claude-code", "codex": "codex", "aider": "aider"}[binary.name]
+    return AgentSpec(kind=kind, binary=str(binary), **keys)  # type: ignore[arg-type]
+
+
+def run_claude(
+    attempts: Attempts, spec: AgentSpec, context: AttemptContext, env: dict[str, str] | None = None
+) -> Run:
+    adapter = ClaudeCodeAgent()
+    full_env = {**adapter.environment(spec, context), **(env or {})}
+    return attempts.run(adapter.argv(spec, context), context, full_env, timeout=90)
+
+
+def assert_accepted(run: Run) -> None:
+    lowered = run.out.lower()
+    assert not [word for word in REFUSED if word in lowered], run.out
+
+
+# --- claude, no credentials --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {},
+        {
+            "model": "sonnet",
+            "permission_mode": "plan",
+            "extra_args": ("--max-turns", "3", "--append-system-prompt", "Be brief."),
+        },
+        {"permission_mode": "dontAsk", "extra_args": ("--max-budget-usd", "1")},
+    ],
+    ids=["defaults", "every-key", "other-mode"],
+)
+def test_claude_without_credentials_is_a_clean_reported_failure(
+    npm_bin: Path, attempts: Attempts, keys: dict[str, object]
+) -> None:
+    run = run_claude(attempts, real(npm_bin / "claude", **keys), attempts.context(PROMPT))
+    assert_accepted(run)
+    assert run.code == 1
+    assert "Not logged in · Please run /login" in run.out
+    assert run.out.splitlines()[-1].startswith("── claude-code failed: success (is_error): Not")
+    record = run.record  # decided: one usage line for every run, failed ones too
+    assert (record["result"], record["is_error"], record["input_tokens"]) == ("success", True, 0)
+    assert record["session_id"]
+    if "model" in keys:
+        assert "· model claude-sonnet" in run.out  # the alias, resolved
+
+
+def test_claude_resuming_a_session_it_does_not_have(npm_bin: Path, attempts: Attempts) -> None:
+    missing = str(uuid.uuid4())
+    context = attempts.context(PROMPT, resume_session=missing)
+    run = run_claude(attempts, real(npm_bin / "claude"), context)
+    assert_accepted(run)
+    assert run.code == 1
+    assert f"No conversation found with session ID: {missing}" in run.out
+    assert (run.record["result"], run.record["session_id"]) == ("error_during_execution", None)
+
+
+# --- claude against a local Messages API -------------------------------------------------
+
+
+def test_real_claude_session_counts_and_resumes(npm_bin: Path, attempts: Attempts) -> None:
+    spec = real(npm_bin / "claude", model="sonnet")
+    with fake_api() as api:
+        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-fake"}
+        first = run_claude(attempts, spec, attempts.context(PROMPT), env)
+        assert first.code == 0, first.out
+        assert "Hello from the fake API." in first.out
+        # Every API call is counted: the session's, and the small one Claude Code makes to
+        # title the session (seen here), which only modelUsage has reliably.
+        calls = len(api.requests)
+        assert first.record["input_tokens"] == calls * (
+            CLAUDE_CALL["input_tokens"] + CLAUDE_CALL["cache_creation_input_tokens"]
+        )
+        assert first.record["output_tokens"] == calls * 7
+        assert first.record["cache_read_input_tokens"] == (
+            calls * CLAUDE_CALL["cache_read_input_tokens"]
+        )
+        assert first.record["cost_usd"] > 0
+        assert PROMPT in str(api.requests[-1]["body"]["messages"])
+        point = resume_point(attempts.usage_files())
+        assert point is not None
+        second_context = resumed(attempts.context("Now the tests"), point)
+        second = run_claude(attempts, spec, second_context, env)
+    assert second.code == 0, second.out
+    assert second.record["session_id"] == point.session_id
+    # the conversation went on: the second call carries the first prompt and reply
+    conversation = str(api.requests[-1]["body"]["messages"])
+    assert PROMPT in conversation and "Now the tests" in conversation
+
+
+def test_real_claude_max_turns_is_a_failure_that_can_resume(
+    npm_bin: Path, attempts: Attempts
+) -> None:
+    spec = real(
+        npm_bin / "claude",
+        permission_mode="acceptEdits",
+        extra_args=("--max-turns", "1", "--allowedTools", "Bash"),
+    )
+    with fake_api(use_tool=True) as api:
+        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-fake"}
+        run = run_claude(attempts, spec, attempts.context(PROMPT), env)
+    assert run.code == 1
+    assert "→ Bash: ls" in run.out
+    assert run.out.splitlines()[-1].startswith(
+        "── claude-code failed: error_max_turns: Reached maximum number of turns (1)"
+    )
+    assert run.record["result"] == "error_max_turns"
+    assert run.record["output_tokens"] > 0 and run.record["session_id"]
+
+
+# --- codex -------------------------------------------------------------------------------
+
+
+def run_codex(attempts: Attempts, spec: AgentSpec, context: AttemptContext, **how: float) -> Run:
+    adapter = CodexAgent()
+    env = dict(adapter.environment(spec, context))
+    return attempts.run(adapter.argv(spec, context), context, env, timeout=90, **how)  # type: ignore[arg-type]
+
+
+def test_codex_without_credentials_is_stopped_cleanly(npm_bin: Path, attempts: Attempts) -> None:
+    spec = real(
+        npm_bin / "codex",
+        model="gpt-5.5",
+        permission_mode="workspace-write",
+        extra_args=("--skip-git-repo-check",),
+    )
+    # Offline it reconnects for ever; online it is refused. Either way the attempt's timeout
+    # ends it, as the runner would: SIGTERM after a few seconds.
+    run = run_codex(attempts, spec, attempts.context(PROMPT), stop_after=6.0)
+    assert_accepted(run)
+    assert run.code != 0
+    assert "── codex thread " in run.out
+    assert run.out.splitlines()[-1].startswith(("── codex ended without", "── codex failed"))
+    assert run.record["result"] in ("truncated", "turn_failed")
+    assert run.record["session_id"]
+
+
+def test_codex_resuming_a_thread_it_does_not_have(npm_bin: Path, attempts: Attempts) -> None:
+    missing = str(uuid.uuid4())
+    context = attempts.context(PROMPT, resume_session=missing, resume_totals={"input_tokens": 1})
+    run = run_codex(attempts, real(npm_bin / "codex", model="gpt-5.5"), context)
+    assert_accepted(run)
+    assert run.code == 1
+    assert f"no rollout found for thread id {missing}" in run.out
+    assert (run.record["result"], run.record["session_id"]) == ("truncated", None)
+
+
+def test_real_codex_thread_counts_each_run_once_and_resumes_writable(
+    npm_bin: Path, attempts: Attempts
+) -> None:
+    with fake_api() as api:
+        spec = real(npm_bin / "codex", extra_args=tuple(codex_provider_args(api)))
+        first = run_codex(attempts, spec, attempts.context(PROMPT))
+        assert first.code == 0, first.out
+        assert "Hello from the fake API." in first.out
+        assert (first.record["input_tokens"], first.record["cache_read_input_tokens"]) == (
+            500,
+            1000,
+        )
+        point = resume_point(attempts.usage_files())
+        assert point is not None and point.totals == first.record["session_totals"]
+        second = run_codex(attempts, spec, resumed(attempts.context("Now the tests"), point))
+    assert second.code == 0, second.out
+    assert second.record["session_id"] == point.session_id
+    assert second.record["session_totals"]["input_tokens"] == 3000  # codex sums the thread
+    assert (second.record["input_tokens"], second.record["output_tokens"]) == (500, 30)
+    # the flags before `resume` still apply to the resumed thread: it is not read-only
+    metadata = [r["headers"].get("x-codex-turn-metadata", "") for r in api.requests]
+    assert all('"sandbox_mode":"workspace-write"' in m for m in metadata), metadata
+
+
+# --- aider -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def aider_bin() -> Path:
+    binary = TOOLS / "aider" / "bin" / "aider"
+    if not binary.exists():
+        pytest.skip(
+            "aider is not installed in .tools/aider (python3 -m venv .tools/aider && "
+            ".tools/aider/bin/pip install aider-chat)"
+        )
+    return binary
+
+
+def test_aider_without_credentials_exits_0_and_leaves_the_worktree_alone(
+    aider_bin: Path, attempts: Attempts
+) -> None:
+    (attempts.worktree / "a.py").write_text("x = 1\n")
+    context = attempts.context(PROMPT, files=("a.py",))
+    adapter = AiderAgent()
+    spec = real(aider_bin, model="sonnet")
+    run = attempts.run(
+        adapter.argv(spec, context), context, dict(adapter.environment(spec, context)), timeout=120
+    )
+    assert_accepted(run)
+    assert run.code == 0  # sic: aider reports an API error with status 0 (see agents/aider.py)
+    assert "AuthenticationError" in run.out
+    assert "Added a.py to the chat." in run.out
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"],
+        cwd=attempts.worktree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert status.stdout == "?? a.py\n"  # no .aider* file, no .gitignore edit
+    assert (Path(context.prompt_file).parent / "aider.chat.history.md").exists()
+    assert run.usage == []  # aider reports no usage
