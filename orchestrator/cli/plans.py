@@ -69,8 +69,7 @@ async def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
 def require_runnable(plan: ResolvedPlan) -> None:
     """EnvironmentProblem (exit 5) for what this machine lacks to run the plan: an agent
     kind, its program, the sandbox. Found at validate and start, not once agents run."""
-    from agents.registry import adapter_for
+    from agents.registry import require_available
 
-    for subtask in plan.subtasks:
-        adapter_for(subtask.agent.kind)
+    require_available(plan)
     sandbox_for(plan.sandbox)

@@ -120,7 +120,7 @@ def test_without_tmux_start_exits_5_and_creates_nothing(
     assert_nothing_created(kairo, repo)
 
 
-def test_an_agent_kind_without_adapter_is_refused_at_start(kairo: Kairo, repo: Path) -> None:
+def test_an_agent_whose_program_is_missing_is_refused_at_start(kairo: Kairo, repo: Path) -> None:
     plan = kairo.write_plan("version: 1\nname: p\nagent: {kind: aider}\nsubtasks:\n  - id: a\n")
     done = kairo.run("start", str(plan), "--detach")
     assert done.returncode == 5
