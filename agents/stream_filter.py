@@ -30,6 +30,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import time
 
 TYPE_CHECKING = False  # `typing` costs ~2 ms of startup; only mypy needs it
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PRIVATE = 0o600
 TAIL_LINES = 5
+POLL_SECONDS = 0.25
+DRAIN_SECONDS = 1.0
 RULE = "──"
 
 
@@ -130,6 +133,18 @@ def run(stream: Stream, command: list[str], label: str) -> int:
     out = _Output()
     usage_file = os.environ.get("KAIRO_USAGE_FILE")
     stderr_tail: list[str] = []
+    # Installed first: a stop that arrives while the agent starts is passed on once it has.
+    stops: list[int] = []
+    proc: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        stops.append(signum)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, forward)
     try:
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -141,13 +156,8 @@ def run(stream: Stream, command: list[str], label: str) -> int:
         append_usage(usage_file, {**record, "exit_code": code})
         out.write(f"{RULE} {label} did not start: {reason}")
         return code
-
-    def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
-
-    for stop in STOP_SIGNALS:
-        signal.signal(stop, forward)
+    if stops:
+        proc.send_signal(stops[0])
     _pump(proc, stream, out, stderr_tail)
     code = _status(proc.wait())
     record, closing = stream.finish(code, stderr_tail)
@@ -159,15 +169,20 @@ def run(stream: Stream, command: list[str], label: str) -> int:
 
 
 def _pump(proc: subprocess.Popen[bytes], stream: Stream, out: _Output, tail: list[str]) -> None:
-    """Read both pipes until both are closed: stdout as events, stderr as plain text."""
+    """Read both pipes until both are closed: stdout as events, stderr as plain text.
+
+    Once the agent has exited, a process it left behind may hold a pipe open for ever (a
+    tool server, say): what is buffered is read for DRAIN_SECONDS more, then no longer.
+    """
     assert proc.stdout is not None and proc.stderr is not None
     selector = selectors.DefaultSelector()
     pending = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
     is_events = {proc.stdout.fileno(): True, proc.stderr.fileno(): False}
     for fd in pending:
         selector.register(fd, selectors.EVENT_READ)
+    exited_at: float | None = None
     while pending:
-        for key, _ in selector.select():
+        for key, _ in selector.select(timeout=POLL_SECONDS):
             fd = key.fd
             chunk = os.read(fd, 65536)
             lines = (pending[fd] + chunk).split(b"\n")
@@ -177,15 +192,25 @@ def _pump(proc: subprocess.Popen[bytes], stream: Stream, out: _Output, tail: lis
                 selector.unregister(fd)
                 del pending[fd]
             for raw in lines:
-                text = raw.decode("utf-8", "replace").rstrip("\r")
-                if not text.strip():
-                    continue
-                if is_events[fd]:
-                    _on_stdout(text, stream, out, tail)
-                else:
-                    out.write(text)
-                    _keep(tail, text)
+                _on_line(raw, is_events[fd], stream, out, tail)
+        if exited_at is None and proc.poll() is not None:
+            exited_at = time.monotonic()
+        if exited_at is not None and time.monotonic() > exited_at + DRAIN_SECONDS:
+            for fd, rest in pending.items():
+                _on_line(rest, is_events[fd], stream, out, tail)
+            break
     selector.close()
+
+
+def _on_line(raw: bytes, is_events: bool, stream: Stream, out: _Output, tail: list[str]) -> None:
+    text = raw.decode("utf-8", "replace").rstrip("\r")
+    if not text.strip():
+        return
+    if is_events:
+        _on_stdout(text, stream, out, tail)
+    else:
+        out.write(text)
+        _keep(tail, text)
 
 
 def _on_stdout(text: str, stream: Stream, out: _Output, tail: list[str]) -> None:

@@ -29,6 +29,13 @@ Nothing here touches the user's tmux server or repositories: everything lives in
 temporary directory, tmux runs as `tmux -L kairo-bench-<pid>` with a TMUX_TMPDIR of its
 own, and that server, the supervisors and the agents started here are ended at the end.
 
+The temporary directory is made in $TMPDIR (or `--workdir`), and nothing in it is deleted
+before the end. On ext4 mounted with `discard` (this machine's root), creating files in
+a directory near one where tens of thousands were just deleted is several times slower
+for many minutes (2,000 small files: 0.08 s fresh, 0.6-1.0 s there), which would measure
+the file system rather than kairo-orch. After a test run has churned /tmp, point the
+bench elsewhere: `TMPDIR=/var/tmp make bench`.
+
 Output: a table on stdout and `bench.json` (`--out`), one object per name with `value`,
 `baseline`, `ratio`, `unit`, `target` and `ok`. The exit status is 0 when every
 measurement ran, whatever the figures; `ok` says which targets hold. `--tiny` runs every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -132,9 +133,10 @@ class Attempts:
                         signalled = True
                     time.sleep(0.02)
             finally:
-                if proc.poll() is None:
+                # whatever is left of its session, as the runner does after the agent exits
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                proc.wait()
         usage_file = Path(context.usage_file)
         usage = (
             [json.loads(line) for line in usage_file.read_text().splitlines()]

@@ -3,6 +3,7 @@ what the pane shows, the one usage line, the exit status, for each way a run end
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agents.base import AgentAdapter
@@ -285,3 +286,18 @@ def test_codex_resuming_an_unknown_thread_starts_cold_next_time(attempts: Attemp
     )
     assert run.record["session_id"] is None
     assert resume_point(attempts.usage_files()) is None
+
+
+def test_a_process_the_agent_leaves_behind_does_not_hold_the_filter(attempts: Attempts) -> None:
+    result = (
+        '{"type":"result","subtype":"success","is_error":false,"num_turns":1,'
+        '"total_cost_usd":0,"usage":{"input_tokens":1,"output_tokens":1}}'
+    )
+    agent = attempts.root / "claude"
+    agent.write_text(f"#!/bin/sh\nsleep 30 &\necho '{result}'\n")  # the sleep keeps our pipes
+    agent.chmod(0o755)
+    started = time.monotonic()
+    run = claude(attempts, AgentSpec(kind="claude-code", binary=str(agent)))
+    assert time.monotonic() - started < 10
+    assert run.code == 0
+    assert run.record["result"] == "success"
