@@ -29,6 +29,23 @@ class AttemptContext:
     # over the whole session (codex): their stream filter subtracts it. See agents.usage.
     resume_totals: Mapping[str, int] | None = None
 
+    @property
+    def message(self) -> str:
+        """What the agent is sent: the whole prompt, or, to a session that has read it
+        already, only why its last attempt was not accepted."""
+        if not self.resume_session:
+            return self.prompt
+        if not self.feedback:
+            return (
+                f"This is attempt {self.attempt} at the same task: the last one was cut short "
+                "before it finished. The worktree holds the work so far; go on from there."
+            )
+        return (
+            f"This is attempt {self.attempt} at the same task: the last one was not accepted. "
+            "The worktree holds the work so far; fix what the feedback names.\n\n"
+            f"## Feedback on your previous attempt\n\n{self.feedback}\n"
+        )
+
     def environment(self) -> dict[str, str]:
         """The KAIRO_* variables of plan.md, for every kind."""
         return {
@@ -49,7 +66,8 @@ class AgentAdapter(Protocol):
     """How to start one kind of agent for one attempt, and what it can do besides.
 
     `supports_resume`: `argv` continues `context.resume_session` when one is given (else
-    the re-run relies on its prompt's account of earlier attempts). `reports_usage`: the
+    the re-run relies on its prompt's account of earlier attempts); it sends
+    `context.message`, not the whole prompt, to a session it continues. `reports_usage`: the
     attempt appends a usage line to KAIRO_USAGE_FILE by itself (see agents.usage).
     """
 
@@ -57,6 +75,9 @@ class AgentAdapter(Protocol):
     supports_resume: bool
     reports_usage: bool
     install_hint: str | None  # how to get `binary`, for the message when it is missing
+    # Where the program keeps its sessions and settings (under ~): a sandbox must let it
+    # write there, or it could neither start nor resume a session.
+    state_paths: tuple[str, ...]
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         """The agent's command line; the in-pane runner executes it in the worktree."""

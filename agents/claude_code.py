@@ -28,6 +28,7 @@ class ClaudeCodeAgent:
     supports_resume = True
     reports_usage = True
     install_hint: str | None = "npm install -g @anthropic-ai/claude-code"
+    state_paths: tuple[str, ...] = ("~/.claude", "~/.claude.json")
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
@@ -39,7 +40,7 @@ class ClaudeCodeAgent:
             command += ["--model", spec.model]
         if context.resume_session:
             command += ["--resume", context.resume_session]
-        command += [*spec.extra_args, "--", context.prompt]
+        command += [*spec.extra_args, "--", context.message]
         return filter_argv(agents.claude_stream.__file__, [], command)
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:

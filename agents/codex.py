@@ -30,6 +30,7 @@ class CodexAgent:
     supports_resume = True
     reports_usage = True
     install_hint: str | None = "npm install -g @openai/codex"
+    state_paths: tuple[str, ...] = ("~/.codex",)
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
@@ -45,7 +46,7 @@ class CodexAgent:
             command += ["resume", context.resume_session]
             if context.resume_totals:
                 options = ["--baseline", json.dumps(dict(context.resume_totals), sort_keys=True)]
-        command += ["--", context.prompt]
+        command += ["--", context.message]
         return filter_argv(agents.codex_stream.__file__, options, command)
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:

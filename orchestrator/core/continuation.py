@@ -59,16 +59,42 @@ def stopped(
 def agent_failure(
     spec: ResolvedSubtask, attempt: AttemptView, _: AttemptView | None
 ) -> ContinuationDecision | None:
-    if attempt.exit_code == 0:
+    if attempt.exit_code == 0 and not attempt.is_error:
         return None
+    cut_short = _cut_short(attempt)
+    if cut_short is not None:
+        return ContinuationDecision(
+            "nudge",
+            reason=f"agent_failed: the agent {cut_short}",
+            feedback=(
+                f"Attempt {attempt.number} {cut_short}, so the task is not done. Go on from "
+                "where it stopped. The last lines of its output:\n"
+                f"{_tail(attempt.output_tail)}"
+            ),
+        )
+    said = (
+        f"exited with status {attempt.exit_code}"
+        if attempt.exit_code
+        else f"reported an error ({attempt.result or 'is_error'}) though it exited 0"
+    )
     return ContinuationDecision(
         "nudge",
-        reason=f"agent_failed: the agent exited with status {attempt.exit_code}",
+        reason=f"agent_failed: the agent {said}",
         feedback=(
-            f"Attempt {attempt.number} ended with exit status {attempt.exit_code}, so it is not "
-            f"done. The last lines of its output:\n{_tail(attempt.output_tail)}"
+            f"Attempt {attempt.number} {said}, so it is not done. "
+            f"The last lines of its output:\n{_tail(attempt.output_tail)}"
         ),
     )
+
+
+def _cut_short(attempt: AttemptView) -> str | None:
+    """How the agent program said it stopped short of the end, in words, if it did."""
+    match attempt.result:
+        case "error_max_turns":
+            return "stopped at its turn limit before it finished (error_max_turns)"
+        case "truncated":
+            return "stopped before it finished: its output ended without a result (truncated)"
+    return None
 
 
 def no_changes(

@@ -84,6 +84,7 @@ class AttemptPaneOpened(_Event):
     attempt: int
     pane_id: str  # "" when recovery found the runner but not its pane
     at: float = 0.0  # unix time the runner was started: the attempt's timeout runs from here
+    resumed_session: str | None = None  # the agent's session this attempt continues
 
 
 class AttemptExited(_Event):
@@ -95,6 +96,10 @@ class AttemptExited(_Event):
     tokens: int = 0  # from the attempt's usage file, input and output summed
     cost_usd: float = 0.0  # likewise, for agents that report it
     session_id: str | None = None  # the agent's conversation, for the next attempt to resume
+    # How the agent program said its run ended, from its usage line (agents/usage.py):
+    # e.g. "success", "error_max_turns", "truncated"; None when it says nothing.
+    result: str | None = None
+    is_error: bool = False  # it said the run went wrong, whatever its exit status
 
 
 class VerifyFinished(_Event):

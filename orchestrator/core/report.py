@@ -71,7 +71,16 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             "tokens": sum(v.tokens for v in views),
             "cost_usd": round(sum(v.cost_usd for v in views), 6),
             "subtasks": {
-                v.id: {"tokens": v.tokens, "cost_usd": v.cost_usd, "attempts": len(v.attempts)}
+                v.id: {
+                    "tokens": v.tokens,
+                    "cost_usd": v.cost_usd,
+                    "attempts": len(v.attempts),
+                    # each attempt's agent session, and the earlier one it continued
+                    "sessions": [
+                        {"session_id": a.session_id, "resumed": a.resumed_session}
+                        for a in v.attempts
+                    ],
+                }
                 for v in views
             },
         },

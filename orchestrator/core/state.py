@@ -54,6 +54,9 @@ class AttemptView:
     tokens: int = 0
     cost_usd: float = 0.0
     session_id: str | None = None
+    resumed_session: str | None = None  # the earlier session this attempt continued
+    result: str | None = None  # the agent program's own word on how its run ended
+    is_error: bool = False
     head_commit: str | None = None
     changed: bool | None = None
     verify_exit_code: int | None = None
@@ -206,7 +209,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             view = state.subtask(sid)
             return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
         case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id, at=at):
-            return _update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
+            state = _update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
+            if event.resumed_session is not None:  # recovery's re-opening does not know it
+                state = _update_attempt(state, sid, resumed_session=event.resumed_session)
+            return state
         case ev.ConstraintViolated():
             return _violated(state, event)
         case ev.AttemptInterrupted(subtask_id=sid, recovery_ref=ref, rerun=rerun):
@@ -232,6 +238,8 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 tokens=event.tokens,
                 cost_usd=event.cost_usd,
                 session_id=event.session_id,
+                result=event.result,
+                is_error=event.is_error,
             )
         case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
             state = _update_attempt(

@@ -157,11 +157,14 @@ def runner_ever_started(files: RunFiles) -> bool:
 
 @dataclass(frozen=True)
 class Usage:
-    """What an attempt's usage file says: summed tokens and cost, the last session id."""
+    """What an attempt's usage file says: summed tokens and cost, the last session id, and
+    how the agent program said its run ended (the last line that says)."""
 
     tokens: int = 0  # input plus output
     cost_usd: float = 0.0
-    session_id: str | None = None  # for the next attempt to resume the conversation
+    session_id: str | None = None  # the conversation it had, shown by `status`
+    result: str | None = None
+    is_error: bool = False
 
 
 def read_usage(files: RunFiles) -> Usage:
@@ -172,6 +175,7 @@ def read_usage(files: RunFiles) -> Usage:
     except FileNotFoundError:
         return Usage()
     tokens, cost, session = 0, 0.0, None
+    result, is_error = None, False
     for line in lines:
         try:
             record = json.loads(line)
@@ -189,4 +193,7 @@ def read_usage(files: RunFiles) -> Usage:
         value = record.get("session_id")
         if isinstance(value, str) and value:
             session = value
-    return Usage(tokens, round(cost, 6), session)
+        value = record.get("result")
+        if isinstance(value, str) and value:
+            result, is_error = value, record.get("is_error") is True
+    return Usage(tokens, round(cost, 6), session, result, is_error)

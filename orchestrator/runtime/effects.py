@@ -12,6 +12,8 @@ from pathlib import Path
 import trio
 
 from agents.base import AttemptContext
+from agents.registry import adapter_for
+from agents.usage import ResumePoint, resume_point, resumed
 from orchestrator.core import decide as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.earlier_attempts import earlier_attempts_section
@@ -162,6 +164,10 @@ async def _open_pane(
     assert view.worktree is not None
     earlier = await _earlier_attempts(edges, state, sid)
     context = _context(state, sid, number, feedback=_feedback_for(state, sid), earlier=earlier)
+    adapter = adapter_for(state.spec(sid).agent.kind)
+    if adapter.supports_resume:
+        point = await trio.to_thread.run_sync(_resume_point, state, sid)
+        context = resumed(context, point)
     files = attempt_files(state, sid, number)
     sandbox = sandbox_for(state.plan.sandbox)
     worktree = Path(view.worktree)
@@ -178,6 +184,7 @@ async def _open_pane(
                 worktree=worktree,
                 run_dir=files.directory,
                 git_common_dir=Path(state.created.git_common_dir),
+                agent_state=tuple(Path(p).expanduser() for p in adapter.state_paths),
             ),
             pass_env=state.plan.sandbox.pass_env,
         )
@@ -189,8 +196,20 @@ async def _open_pane(
         cwd=Path(view.worktree),
     )
     return [
-        ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id=pane.pane_id, at=time.time())
+        ev.AttemptPaneOpened(
+            subtask_id=sid,
+            attempt=number,
+            pane_id=pane.pane_id,
+            at=time.time(),
+            resumed_session=context.resume_session,
+        )
     ]
+
+
+def _resume_point(state: ExecutionState, subtask_id: str) -> ResumePoint | None:
+    """The agent session the subtask's earlier attempts left for this one to continue."""
+    earlier = state.subtask(subtask_id).attempts[:-1]
+    return resume_point([attempt_files(state, subtask_id, a.number).usage for a in earlier])
 
 
 async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str) -> str:
@@ -256,6 +275,8 @@ async def _await_attempt(
             tokens=usage.tokens,
             cost_usd=usage.cost_usd,
             session_id=usage.session_id,
+            result=usage.result,
+            is_error=usage.is_error,
         )
     ]
 

@@ -4,7 +4,9 @@
     bwrap   bubblewrap: the whole filesystem read-only but for the agent's own worktree,
             its worktree's private git directory, the object store (content-addressed:
             adding objects harms nobody), the attempt's run directory (prompt, usage file,
-            and TMPDIR) and the plan's `sandbox.writable`; optionally no network
+            and TMPDIR), where the agent program keeps its sessions (~/.claude, ~/.codex:
+            without them it could not resume one) and the plan's `sandbox.writable`;
+            optionally no network
 
 Under bwrap an agent cannot move a ref, so it cannot commit itself, and need not: the
 supervisor commits what it leaves. The wrapper is part of the agent's command line inside
@@ -54,6 +56,7 @@ class AgentPlace:
     worktree: Path
     run_dir: Path
     git_common_dir: Path
+    agent_state: tuple[Path, ...] = ()  # the program's own sessions (AgentAdapter.state_paths)
 
 
 class ExecutionSandbox(Protocol):
@@ -93,8 +96,12 @@ class BwrapSandbox:
             _worktree_git_dir(place.worktree),
             place.git_common_dir / "objects",
             place.run_dir,
+            *place.agent_state,
             *(Path(p).expanduser() for p in self.writable),
         ]
+        for path in place.agent_state:
+            if not path.exists() and not path.suffix:  # a directory the program would make
+                path.mkdir(parents=True, exist_ok=True)
         # Not a tmpfs over /tmp: the repository itself may live there. TMPDIR instead.
         tmp = place.run_dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,25 @@ CONTEXT = AttemptContext(
     usage_file="/runs/rename/1/usage.jsonl",
 )
 RESUMING = AttemptContext(
-    **{**CONTEXT.__dict__, "resume_session": "sess-1", "resume_totals": {"input_tokens": 9}}
+    **{
+        **CONTEXT.__dict__,
+        "attempt": 2,
+        "feedback": "The check `pytest` failed: boom",
+        "resume_session": "sess-1",
+        "resume_totals": {"input_tokens": 9},
+    }
 )
+
+
+def test_a_session_continued_is_told_only_what_was_wrong_not_the_task_again() -> None:
+    assert RESUMING.message == (
+        "This is attempt 2 at the same task: the last one was not accepted. The worktree "
+        "holds the work so far; fix what the feedback names.\n\n"
+        "## Feedback on your previous attempt\n\nThe check `pytest` failed: boom\n"
+    )
+    cut_short = AttemptContext(**{**RESUMING.__dict__, "feedback": ""})
+    assert "was cut short" in cut_short.message
+    assert CONTEXT.message == CONTEXT.prompt  # a cold start gets the whole prompt
 
 
 def filtered(module: object) -> list[str]:
@@ -84,7 +101,7 @@ def test_claude_with_every_key_and_a_session_to_resume() -> None:
         "--max-turns",
         "30",
         "--",
-        "- rename fmt to format",
+        RESUMING.message,
     ]
 
 
@@ -136,15 +153,15 @@ def test_codex_resume_keeps_its_flags_before_the_subcommand_and_passes_the_basel
         "resume",
         "sess-1",
         "--",
-        "- rename fmt to format",
+        RESUMING.message,
     ]
 
 
 def test_codex_resume_without_totals_has_no_baseline() -> None:
-    context = AttemptContext(**{**CONTEXT.__dict__, "resume_session": "sess-1"})
+    context = AttemptContext(**{**RESUMING.__dict__, "resume_totals": None})
     argv = CodexAgent().argv(AgentSpec(kind="codex"), context)
     assert "--baseline" not in argv
-    assert argv[-4:] == ["resume", "sess-1", "--", "- rename fmt to format"]
+    assert argv[-4:] == ["resume", "sess-1", "--", context.message]
 
 
 # --- aider -------------------------------------------------------------------------------

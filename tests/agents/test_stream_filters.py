@@ -155,7 +155,7 @@ def test_claude_resumes_the_session_an_earlier_attempt_recorded(attempts: Attemp
             "--resume",
             point.session_id,
             "--",
-            "Rename fmt to format",
+            context.message,  # not the task again: the session has it
         ]
     ]
     assert second.record["session_id"] == point.session_id

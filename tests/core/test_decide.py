@@ -77,8 +77,10 @@ class World:
         conflicts: Sequence[str] = (),
         verify_fails: Sequence[str] = (),
         stuck: Sequence[str] = (),
+        results: dict[str, tuple[str, bool]] | None = None,
     ) -> None:
         self.exit_codes = exit_codes or {}
+        self.results = results or {}  # subtask -> the agent's (result, is_error)
         self.unchanged = set(unchanged)
         self.conflicts = set(conflicts)
         self.verify_fails = set(verify_fails)
@@ -101,12 +103,15 @@ class World:
                 self.launched.append(sid)
                 return [ev.AttemptPaneOpened(subtask_id=sid, attempt=number, pane_id="%1")]
             case cmd.AwaitAttempt():
+                result, is_error = self.results.get(sid, (None, False))
                 return [
                     ev.AttemptExited(
                         subtask_id=sid,
                         attempt=command.attempt,
                         exit_code=self.exit_codes.get(sid, 0),
                         output_tail="same failure",
+                        result=result,
+                        is_error=is_error,
                     )
                 ]
             case cmd.CommitAttempt():
@@ -257,6 +262,38 @@ def test_the_next_attempt_is_told_what_failed_and_where() -> None:
     final = run(start(plan(subtask("a", verify="pytest -q"))), World(verify_fails=["a"]))
     feedback = final.subtask("a").attempts[0].feedback
     assert "`pytest -q` failed (exit status 1)" in feedback and "boom" in feedback
+
+
+@pytest.mark.parametrize(
+    ("world", "reason", "told"),
+    [
+        (
+            World(exit_codes={"a": 1}, results={"a": ("error_max_turns", True)}),
+            "agent_failed: the agent stopped at its turn limit before it finished "
+            "(error_max_turns)",
+            "Go on from where it stopped.",
+        ),
+        (
+            World(results={"a": ("truncated", True)}),
+            "agent_failed: the agent stopped before it finished: its output ended without a "
+            "result (truncated)",
+            "Go on from where it stopped.",
+        ),
+        (
+            World(results={"a": ("success", True)}),
+            "agent_failed: the agent reported an error (success) though it exited 0",
+            "Attempt 1 reported an error (success) though it exited 0, so it is not done.",
+        ),
+    ],
+)
+def test_what_the_agent_program_says_of_its_run_outweighs_its_exit_status(
+    world: World, reason: str, told: str
+) -> None:
+    final = run(start(plan(subtask("a"))), world)
+    first = final.subtask("a").attempts[0]
+    assert first.accepted is False
+    assert first.reason is not None and first.reason.startswith(reason)
+    assert told in first.feedback and "same failure" in first.feedback
 
 
 def test_allow_empty_accepts_an_attempt_that_changed_nothing() -> None:

@@ -286,6 +286,11 @@ def test_the_report_sums_the_usage_the_agents_reported() -> None:
     )
     report = build_report(state, "RUNNING")
     assert report["usage"]["tokens"] == 1500 and report["usage"]["cost_usd"] == 0.25
-    assert report["usage"]["subtasks"]["a"] == {"tokens": 1500, "cost_usd": 0.25, "attempts": 1}
+    assert report["usage"]["subtasks"]["a"] == {
+        "tokens": 1500,
+        "cost_usd": 0.25,
+        "attempts": 1,
+        "sessions": [{"session_id": "s-1", "resumed": None}],
+    }
     assert "- tokens: 1,500 ($0.25): a 1,500" in to_markdown(report)
     assert state.subtask("a").session_id == "s-1"

@@ -1,0 +1,137 @@
+"""Shell, claude-code and codex subtasks in one plan, the last two through the stand-ins of
+tests/agents/standins (the real programs' formats): usage in `status`, and an attempt sent
+back by `verify` continuing the session of the one before instead of starting cold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Kairo, git
+
+pytestmark = pytest.mark.slow
+
+STANDINS = Path(__file__).resolve().parent.parent / "agents" / "standins"
+
+# The stand-in does what the real program would: it edits the worktree, then talks. The
+# first attempt leaves the work half done, so `verify` (test -f done.txt) sends it back.
+AGENT = """\
+#!/bin/sh
+export HOME={home} STANDIN_ARGV_FILE={argv}
+echo "attempt $KAIRO_ATTEMPT" >> {name}.txt
+if [ "$KAIRO_ATTEMPT" -ge 2 ]; then touch done.txt; fi
+exec {python} {standin} "$@"
+"""
+
+PLAN = """\
+version: 1
+name: mixed
+max_parallel: 3
+limits: {{max_attempts: 3}}
+subtasks:
+  - id: by-shell
+    agent: {{kind: shell, run: 'echo shell > shell.txt'}}
+  - id: by-claude
+    agent: {{kind: claude-code, binary: {bin}/claude}}
+    verify: test -f done.txt
+  - id: by-codex
+    agent: {{kind: codex, binary: {bin}/codex}}
+    verify: test -f done.txt
+"""
+
+
+def stand_in(tmp_path: Path, name: str) -> Path:
+    program = tmp_path / "bin" / name
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(
+        AGENT.format(
+            home=tmp_path / "home",
+            argv=tmp_path / "argv" / f"{name}.jsonl",
+            name=name,
+            python=sys.executable,
+            standin=STANDINS / name,
+        )
+    )
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "argv").mkdir(exist_ok=True)
+    return program
+
+
+def argv_lines(tmp_path: Path, name: str) -> list[list[str]]:
+    text = (tmp_path / "argv" / f"{name}.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def session_of(argv: list[str], option: str) -> str:
+    return argv[argv.index(option) + 1]
+
+
+def test_a_plan_of_three_kinds_runs_and_a_nudged_agent_continues_its_session(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    for name in ("claude", "codex"):
+        stand_in(tmp_path, name)
+
+    done = kairo.run("start", str(kairo.write_plan(PLAN.format(bin=tmp_path / "bin"))), "--wait")
+
+    assert done.returncode == 0, done.stderr
+    status = kairo.json("status")
+    views: dict[str, Any] = {view["id"]: view for view in status["subtasks"]}
+    assert {view["state"] for view in views.values()} == {"merged"}
+    branch = status["integration_branch"]
+    assert git(repo, "show", f"{branch}:claude.txt") == "attempt 1\nattempt 2\n"
+    assert git(repo, "show", f"{branch}:codex.txt") == "attempt 1\nattempt 2\n"
+
+    # claude-code: the second attempt resumed the first one's session, told only what failed
+    first, second = argv_lines(tmp_path, "claude")
+    assert "--resume" not in first
+    claude = views["by-claude"]
+    assert session_of(second, "--resume") == claude["session_id"]
+    assert second[-1].startswith("This is attempt 2 at the same task")
+    assert "`test -f done.txt` failed" in second[-1]
+    # (120 fresh + 2,000 written to the cache) in + 7 out, and $0.014775, per run
+    assert (claude["attempts"], claude["tokens"], claude["cost_usd"]) == (2, 2 * 2127, 0.02955)
+
+    # codex: `exec resume THREAD`, and the thread's totals counted once, not twice
+    first, second = argv_lines(tmp_path, "codex")
+    assert "resume" not in first
+    codex = views["by-codex"]
+    assert session_of(second, "resume") == codex["session_id"]
+    # (1,500 in - 1,000 cached) + 30 out per run; 1,590 if the resumed thread's running
+    # totals were counted whole
+    assert (codex["attempts"], codex["tokens"]) == (2, 2 * 530)
+
+    shell = views["by-shell"]
+    assert (shell["attempts"], shell["tokens"], shell["session_id"]) == (1, 0, None)
+    usage = kairo.json("report")["usage"]
+    assert usage["tokens"] == 2 * 2127 + 2 * 530
+    assert usage["subtasks"]["by-claude"]["sessions"] == [
+        {"session_id": claude["session_id"], "resumed": None},
+        {"session_id": claude["session_id"], "resumed": claude["session_id"]},
+    ]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_under_bwrap_the_agent_keeps_its_sessions_at_home_and_resumes_them(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    # ~/.claude is made writable for the agent, the rest of HOME stays read-only
+    kairo.env["HOME"] = str(tmp_path / "home")
+    stand_in(tmp_path, "claude")
+    plan = PLAN.format(bin=tmp_path / "bin").split("  - id: by-codex")[0]
+    sandbox = f"sandbox: {{kind: bwrap, writable: [{tmp_path / 'argv'}]}}"
+    plan = plan.replace("limits:", f"{sandbox}\nlimits:")
+
+    done = kairo.run("start", str(kairo.write_plan(plan)), "--wait")
+
+    assert done.returncode == 0, kairo.run("report").stdout
+    claude = next(v for v in kairo.json("status")["subtasks"] if v["id"] == "by-claude")
+    _, second = argv_lines(tmp_path, "claude")
+    assert session_of(second, "--resume") == claude["session_id"]
+    assert (tmp_path / "home" / ".claude" / "standin-sessions" / claude["session_id"]).exists()
