@@ -139,7 +139,8 @@ def test_real_claude_session_counts_and_resumes(npm_bin: Path, attempts: Attempt
         assert PROMPT in str(api.requests[-1]["body"]["messages"])
         point = resume_point(attempts.usage_files())
         assert point is not None
-        second_context = resumed(attempts.context("Now the tests"), point)
+        # a resumed session is sent the feedback alone (AttemptContext.message)
+        second_context = resumed(attempts.context(PROMPT, feedback="Now the tests"), point)
         second = run_claude(attempts, spec, second_context, env)
     assert second.code == 0, second.out
     assert second.record["session_id"] == point.session_id
