@@ -10,9 +10,23 @@ it after every event and drop commands that are already under way (`Command.key`
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from orchestrator.core import events as ev
+from orchestrator.core.commands import (
+    AwaitAttempt,
+    Command,
+    CommitAttempt,
+    CreateIntegrationBranch,
+    Decision,
+    KillAttempt,
+    MergeSubtask,
+    OpenPane,
+    PrepareWorkspace,
+    ReleaseWorkspace,
+    RunReviewStep,
+    RunVerify,
+    VerifyIntegration,
+)
 from orchestrator.core.constraints import (
     BUILT_IN,
     ResourceAction,
@@ -25,83 +39,6 @@ from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.state import ACTIVE, TERMINAL, AttemptView, ExecutionState, SubtaskView
-
-
-@dataclass(frozen=True)
-class Command:
-    subtask_id: str = ""
-    attempt: int = 0
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (type(self).__name__, self.subtask_id, self.attempt)
-
-
-@dataclass(frozen=True)
-class CreateIntegrationBranch(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class PrepareWorkspace(Command):
-    start_commit: str = ""
-
-
-@dataclass(frozen=True)
-class OpenPane(Command):
-    """Write the attempt's files and start its runner in a tmux pane."""
-
-
-@dataclass(frozen=True)
-class AwaitAttempt(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class CommitAttempt(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class RunVerify(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class KillAttempt(Command):
-    """EMERGENCY_STOP: the agent's process group gets SIGTERM, then SIGKILL."""
-
-
-@dataclass(frozen=True)
-class MergeSubtask(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class VerifyIntegration(Command):
-    """Run `integration_verify` on the merge just made; undo the merge if it fails."""
-
-
-@dataclass(frozen=True)
-class ReleaseWorkspace(Command):
-    pass
-
-
-@dataclass(frozen=True)
-class RunReviewStep(Command):
-    """Push the result, or open its pull request: once everything has settled."""
-
-    step: ev.ReviewStep = "push"
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (type(self).__name__, self.step, 0)
-
-
-@dataclass(frozen=True)
-class Decision:
-    events: tuple[ev.ExecutionEvent, ...] = ()
-    commands: tuple[Command, ...] = ()
 
 
 def decide(

@@ -14,7 +14,7 @@ import trio
 from agents.base import AttemptContext
 from agents.registry import adapter_for
 from agents.usage import ResumePoint, resume_point, resumed
-from orchestrator.core import decide as cmd
+from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel

@@ -17,7 +17,7 @@ from os import getpid
 import structlog
 import trio
 
-from orchestrator.core import decide as cmd
+from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide

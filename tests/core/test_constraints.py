@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.core import events as ev
+from orchestrator.core.commands import KillAttempt
 from orchestrator.core.constraints import (
     BUILT_IN,
     ResourceAction,
@@ -12,7 +13,7 @@ from orchestrator.core.constraints import (
     ResourceValidation,
     evaluate,
 )
-from orchestrator.core.decide import KillAttempt, decide
+from orchestrator.core.decide import decide
 from orchestrator.core.plan import AgentSpec, ExecutionLimits, Limits, ResolvedPlan, ResolvedSubtask
 from tests.core.test_decide import BASE, feed, start
 

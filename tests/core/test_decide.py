@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.core import decide as cmd
+from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.core import decide as cmd
+from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import ResolvedPlan

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core import events as ev
-from orchestrator.core.decide import CreateIntegrationBranch, decide
+from orchestrator.core.commands import CreateIntegrationBranch
+from orchestrator.core.decide import decide
 from orchestrator.core.state import fold
 from orchestrator.errors import OwnershipError
 from orchestrator.runtime.journal import Journal, read_state

@@ -1,0 +1,89 @@
+"""The commands `decide` gives the edge: each a step that needs the world (git, tmux,
+processes), carried out by runtime/effects.py, which answers with events.
+
+A command is identified by its `key`: the supervisor drops one whose key is already under
+way, which is what lets `decide` be called after every event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.core import events as ev
+
+
+@dataclass(frozen=True)
+class Command:
+    subtask_id: str = ""
+    attempt: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (type(self).__name__, self.subtask_id, self.attempt)
+
+
+@dataclass(frozen=True)
+class CreateIntegrationBranch(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class PrepareWorkspace(Command):
+    start_commit: str = ""
+
+
+@dataclass(frozen=True)
+class OpenPane(Command):
+    """Write the attempt's files and start its runner in a tmux pane."""
+
+
+@dataclass(frozen=True)
+class AwaitAttempt(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class CommitAttempt(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class RunVerify(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class KillAttempt(Command):
+    """EMERGENCY_STOP: the agent's process group gets SIGTERM, then SIGKILL."""
+
+
+@dataclass(frozen=True)
+class MergeSubtask(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class VerifyIntegration(Command):
+    """Run `integration_verify` on the merge just made; undo the merge if it fails."""
+
+
+@dataclass(frozen=True)
+class ReleaseWorkspace(Command):
+    pass
+
+
+@dataclass(frozen=True)
+class RunReviewStep(Command):
+    """Push the result, or open its pull request: once everything has settled."""
+
+    step: ev.ReviewStep = "push"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (type(self).__name__, self.step, 0)
+
+
+@dataclass(frozen=True)
+class Decision:
+    events: tuple[ev.ExecutionEvent, ...] = ()
+    commands: tuple[Command, ...] = ()
