@@ -89,7 +89,7 @@ def _review_steps(state: ExecutionState) -> list[ev.ReviewStep]:
 
 def _review(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep | None:
     """The next review step, one at a time, each recorded as started before it runs."""
-    finished = {event.step: event for event in state.review}
+    finished = {step: event for step, event in state.review.items() if event is not None}
     for step in _review_steps(state):
         if step in finished:
             continue
@@ -97,7 +97,7 @@ def _review(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep | None:
             return ev.ReviewStepFinished(
                 step=step, exit_code=None, output_tail="not run: the push failed"
             )
-        if step not in state.review_started:
+        if step not in state.review:
             return ev.ReviewStepStarted(step=step)
         if state.review_cut and step == "pull_request":
             return ev.ReviewStepFinished(

@@ -86,7 +86,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         },
         "review": [
             {"step": r.step, "exit_code": r.exit_code, "output_tail": _last_lines(r.output_tail)}
-            for r in state.review
+            for r in state.review.values()
+            if r is not None
         ],
     }
 

@@ -8,7 +8,7 @@ user a state that the log does not hold.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from orchestrator.core import events as ev
@@ -138,8 +138,9 @@ class ExecutionState:
     started_at: float | None = None  # unix time of the first supervisor start
     warned: frozenset[str] = frozenset()  # "constraint:subtask" warnings already recorded
     stop: ev.StopMode | None = None  # a stop this supervisor was asked for
-    review_started: tuple[ev.ReviewStep, ...] = ()
-    review: tuple[ev.ReviewStepFinished, ...] = ()
+    # Each review step recorded as started, in that order, with its outcome (None while it
+    # runs or if its supervisor stopped while it ran).
+    review: Mapping[ev.ReviewStep, ev.ReviewStepFinished | None] = field(default_factory=dict)
     review_cut: bool = False  # a review step was running when its supervisor stopped
 
     @property
@@ -182,7 +183,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.SupervisorStarted(pid=pid, host=host, at=at):
             started_at = state.started_at if state.started_at is not None else (at or None)
             # A stop is asked of one supervisor: whoever resumes the execution goes on.
-            running = len(state.review_started) > len(state.review)
+            running = None in state.review.values()
             return replace(
                 state,
                 supervisor_pid=pid,
@@ -288,9 +289,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.SubtaskStopped(subtask_id=sid, reason=reason):
             return _update(state, sid, state="stopped", reason=reason)
         case ev.ReviewStepStarted(step=step):
-            return replace(state, review_started=(*state.review_started, step))
-        case ev.ReviewStepFinished():
-            return replace(state, review=(*state.review, event), review_cut=False)
+            return replace(state, review={**state.review, step: None})
+        case ev.ReviewStepFinished(step=step):
+            return replace(state, review={**state.review, step: event}, review_cut=False)
         case ev.WorkspaceReleased(subtask_id=sid):
             return _update(state, sid, worktree=None)
         case ev.ExecutionEnded(status=status):

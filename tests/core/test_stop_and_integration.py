@@ -230,7 +230,10 @@ def test_the_result_is_pushed_then_its_pull_request_opened_once_everything_settl
     world = ReviewWorld()
     final = run(start(reviewed_plan(push="origin", pr_command="gh pr create")), world)
     assert world.ran == ["push", "pull_request"]
-    assert [r.exit_code for r in final.review] == [0, 0]
+    assert [(step, r and r.exit_code) for step, r in final.review.items()] == [
+        ("push", 0),
+        ("pull_request", 0),
+    ]
     assert final.ended == "COMPLETED"
 
 
@@ -238,29 +241,31 @@ def test_no_pull_request_after_a_failed_push() -> None:
     world = ReviewWorld(codes={"push": 128})
     final = run(start(reviewed_plan(push="origin", pr_command="gh pr create")), world)
     assert world.ran == ["push"]
-    assert final.review[-1].output_tail == "not run: the push failed"
+    pull_request = final.review["pull_request"]
+    assert pull_request is not None and pull_request.output_tail == "not run: the push failed"
     assert final.ended == "COMPLETED"  # the subtasks' outcome, whatever the hand-over did
 
 
 def test_a_pull_request_command_cut_short_by_a_crash_is_never_run_again() -> None:
     world = ReviewWorld()
     p = reviewed_plan(pr_command="gh pr create")
-    state = drive_until(start(p), world, lambda s: "pull_request" in s.review_started)
+    state = drive_until(start(p), world, lambda s: "pull_request" in s.review)
     assert decide(state).commands == (cmd.RunReviewStep(step="pull_request"),)
     resumed = feed(state, [ev.SupervisorStarted(pid=9, host="h", resumed=True)])
     final = run(resumed, world)
     assert world.ran == []
-    assert final.review[-1].exit_code is None
-    assert "check whether it opened one" in final.review[-1].output_tail
+    pull_request = final.review["pull_request"]
+    assert pull_request is not None and pull_request.exit_code is None
+    assert "check whether it opened one" in pull_request.output_tail
 
 
 def test_nothing_is_handed_over_after_a_stop_or_when_nothing_merged() -> None:
     world = ReviewWorld()
     stopped = feed(start(reviewed_plan(push="origin")), [graceful()])
-    assert run(stopped, world).review == ()
+    assert run(stopped, world).review == {}
     failing = ReviewWorld()
     failing.exit_codes = {"a": 1}
-    assert run(start(reviewed_plan(push="origin")), failing).review == ()
+    assert run(start(reviewed_plan(push="origin")), failing).review == {}
     assert world.ran == failing.ran == []
 
 
