@@ -12,17 +12,13 @@ import difflib
 import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
 from wcmatch import glob
 
 from orchestrator.core.dag import find_cycle
 from orchestrator.core.ids import ID_PATTERN
 from orchestrator.core.plan import (
-    ADAPTER_KINDS,
-    PERMISSION_MODES,
-    AgentKind,
     AgentSpec,
     ExecutionLimits,
     Limits,
@@ -32,6 +28,7 @@ from orchestrator.core.plan import (
     SandboxSpec,
     WorktreeSetup,
 )
+from orchestrator.core.plan_agent import fields_set, resolve_agent
 from orchestrator.core.plan_errors import Problem, Problems, format_problem
 from orchestrator.core.plan_yaml import Path
 
@@ -41,10 +38,6 @@ if TYPE_CHECKING:
 # `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
 # pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.
 GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH | glob.NEGATE
-# The keys that say which program runs and how; written for one kind, they mean nothing to
-# another. (`idempotent` describes the work, not the program.)
-_ADAPTER_KEYS = ("binary", "model", "permission_mode", "extra_args")
-_PROGRAM_KEYS = frozenset({"kind", "run", "command", *_ADAPTER_KEYS})
 
 
 @dataclass(frozen=True)
@@ -97,57 +90,6 @@ def _sandbox(raw: RawSandbox | None) -> SandboxSpec:
     )
 
 
-def _fields(model: BaseModel | None) -> dict[str, Any]:
-    """The keys a section actually wrote: merging key by key must not let a default value
-    of the override (say `max_attempts: 3`) hide what the plan's defaults say.
-    """
-    return {key: getattr(model, key) for key in model.model_fields_set} if model else {}
-
-
-def _program_problems(kind: str, values: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(offending key or '' when one is missing, sentence) for an agent's kind/run/command."""
-    run, command = values.get("run"), values.get("command")
-    if kind == "shell":
-        if command is not None:
-            yield "command", "agent kind 'shell' takes run, not command (that is kind 'command')"
-        elif run is None:
-            default = "" if values.get("kind") else " (shell is the default kind)"
-            yield "", f"agent of kind 'shell' needs run: a command line for /bin/sh -c{default}"
-    elif kind == "command":
-        if run is not None:
-            yield "run", "agent kind 'command' takes command, not run (that is kind 'shell')"
-        elif command is None:
-            yield "", "agent of kind 'command' needs command: a list of arguments, run directly"
-    else:
-        for key in ("run", "command"):
-            if values.get(key) is not None:
-                yield key, f"agent kind '{kind}' takes no {key}: its adapter starts the agent"
-    if kind not in ADAPTER_KINDS:
-        for key in _ADAPTER_KEYS:
-            if values.get(key):  # null or [] asks for nothing
-                yield (
-                    key,
-                    (
-                        f"agent kind '{kind}' takes no {key}: only kinds "
-                        f"{', '.join(ADAPTER_KINDS)} do"
-                    ),
-                )
-        return
-    mode = values.get("permission_mode")
-    if mode is not None:
-        allowed = PERMISSION_MODES.get(kind)
-        if allowed is None:
-            yield "permission_mode", f"agent kind '{kind}' takes no permission_mode"
-        elif mode not in allowed:
-            yield (
-                "permission_mode",
-                (
-                    f"agent kind '{kind}': permission_mode must be one of "
-                    f"{', '.join(allowed)} (got {mode!r})"
-                ),
-            )
-
-
 class Resolver:
     """One plan's cross-key checks and resolution; `problems` collects what is wrong."""
 
@@ -179,7 +121,12 @@ class Resolver:
             self.parts[i] = self._expand(i, sub)
         self._register_ids()
         self._check_dependencies(valid)
-        agents = {i: self._agent(i, sub) for i, sub in valid}
+        agents = {
+            i: resolve_agent(i, sub, self.default_agent, self.problems)
+            if self.agent_known
+            else None
+            for i, sub in valid
+        }
         self.problems.raise_if_any()
         head = self.head
         assert head is not None  # an invalid head has problems, raised above
@@ -188,7 +135,7 @@ class Resolver:
             agent = agents[i]
             assert agent is not None  # likewise
             subtasks.extend(self._resolved(head, sub, agent, self.parts[i]))
-        run_limits = _fields(head.execution_limits)
+        run_limits = fields_set(head.execution_limits)
         plan = ResolvedPlan(
             name=head.name,
             base=head.base,
@@ -199,7 +146,7 @@ class Resolver:
             integration_verify=head.integration_verify,
             worktree=_worktree_setup(head.worktree),
             sandbox=_sandbox(head.sandbox),
-            review=ReviewSpec(**_fields(head.review)),
+            review=ReviewSpec(**fields_set(head.review)),
             execution_limits=ExecutionLimits(
                 timeout_s=run_limits.get("timeout"), token_budget=run_limits.get("token_budget")
             ),
@@ -210,7 +157,7 @@ class Resolver:
     def _resolved(
         self, head: RawPlan, sub: RawSubtask, agent: AgentSpec, parts: list[_Part]
     ) -> Iterator[ResolvedSubtask]:
-        limits = {**_fields(head.limits), **_fields(sub.limits)}
+        limits = {**fields_set(head.limits), **fields_set(sub.limits)}
         for part in parts:
             title = sub.title or part.id
             if part.total and sub.title:
@@ -356,57 +303,6 @@ class Resolver:
             for part_id in [p.id for p in parts] if named_entry else [dep]:
                 ids[part_id] = None
         return tuple(ids)
-
-    def _agent(self, i: int, sub: RawSubtask) -> AgentSpec | None:
-        """The subtask's agent, its overrides merged key by key over the plan's `agent`."""
-        if not self.agent_known:
-            return None
-        values = _fields(self.default_agent)
-        origin: dict[str, Path] = {key: ("agent", key) for key in values}
-        own = _fields(sub.agent)
-        if own.get("kind") is None:
-            own.pop("kind", None)  # `kind: null` keeps the plan's kind
-        elif own["kind"] != (values.get("kind") or "shell"):
-            # Another kind is another program: the plan's `run` is a shell line and its
-            # `command` an argv, both written for the plan's kind; carried over they would
-            # conflict with what the subtask asked for. `idempotent` describes the work,
-            # not the program, so it still carries over.
-            for key in _PROGRAM_KEYS - {"kind"}:
-                values.pop(key, None)
-        values.update(own)
-        origin.update({key: ("subtasks", i, "agent", key) for key in own})
-        kind = cast("AgentKind", values.get("kind") or "shell")
-        found = list(_program_problems(kind, values))
-        # A subtask that says nothing about its program inherits the plan's: report that
-        # once, at the plan's `agent`, rather than once per subtask.
-        inherits = not (_PROGRAM_KEYS & own.keys())
-        for key, sentence in found:
-            if key:
-                prefix = "" if origin[key][0] == "agent" else f"subtask '{sub.id}': "
-                self.problems.at_key(origin[key], prefix + sentence)
-            elif inherits and self.default_agent is not None:
-                self.problems.at_key(("agent",), sentence)
-            elif inherits:
-                self.problems.at_value(
-                    ("subtasks", i),
-                    f"subtask '{sub.id}' has no agent: give it agent: {{run: ...}}, "
-                    "or give the plan a top-level agent",
-                )
-            else:
-                self.problems.at_key(("subtasks", i, "agent"), f"subtask '{sub.id}': {sentence}")
-        if found:
-            return None
-        command = values.get("command")
-        return AgentSpec(
-            kind=kind,
-            run=values.get("run"),
-            command=tuple(command) if command is not None else None,
-            idempotent=values.get("idempotent", False),
-            binary=values.get("binary"),
-            model=values.get("model"),
-            permission_mode=values.get("permission_mode"),
-            extra_args=tuple(values.get("extra_args", ())),
-        )
 
     def _warnings(self, valid: list[tuple[int, RawSubtask]]) -> tuple[str, ...]:
         found = [Problem(pos, message) for pos, message in self.doc.warnings]
