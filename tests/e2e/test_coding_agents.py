@@ -5,7 +5,9 @@ back by `verify` continuing the session of the one before instead of starting co
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Kairo, git
+from tests.e2e.test_recovery import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +29,7 @@ AGENT = """\
 export HOME={home} STANDIN_ARGV_FILE={argv}
 echo "attempt $KAIRO_ATTEMPT" >> {name}.txt
 if [ "$KAIRO_ATTEMPT" -ge 2 ]; then touch done.txt; fi
+if [ "$KAIRO_ATTEMPT" = 1 ] && [ -n "$HANG_FIRST" ]; then export STANDIN_SCENARIO=hang; fi
 exec {python} {standin} "$@"
 """
 
@@ -135,3 +139,33 @@ def test_under_bwrap_the_agent_keeps_its_sessions_at_home_and_resumes_them(
     _, second = argv_lines(tmp_path, "claude")
     assert session_of(second, "--resume") == claude["session_id"]
     assert (tmp_path / "home" / ".claude" / "standin-sessions" / claude["session_id"]).exists()
+
+
+def test_an_attempt_lost_with_its_supervisor_and_tmux_is_rerun_in_the_same_session(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    kairo.env["HANG_FIRST"] = "1"  # attempt 1 works on until it is killed
+    stand_in(tmp_path, "claude")
+    plan = PLAN.format(bin=tmp_path / "bin").split("  - id: by-codex")[0]
+    plan = plan.replace("{kind: claude-code,", "{kind: claude-code, idempotent: true,")
+    assert kairo.run("start", str(kairo.write_plan(plan)), "--detach").returncode == 0
+    runs = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "runs"
+
+    def first_attempt_working() -> bool:
+        logs = list(runs.glob("*/by-claude/1/output.log"))
+        return bool(logs) and "→ Bash: ls" in logs[0].read_text()
+
+    wait_for(first_attempt_working)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    kairo.tmux("kill-server")  # the agent dies with its pane, as on a reboot
+    wait_for(lambda: kairo.tmux("has-session").returncode != 0)
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 0, resumed.stderr
+    claude = next(v for v in kairo.json("status")["subtasks"] if v["id"] == "by-claude")
+    assert (claude["state"], claude["attempts"]) == ("merged", 2)
+    first, second = argv_lines(tmp_path, "claude")
+    assert "--resume" not in first
+    assert session_of(second, "--resume") == claude["session_id"]
+    assert second[-1].startswith("This is attempt 2 at the same task")
