@@ -12,7 +12,8 @@ job costs done by hand with git, tmux or sqlite3:
     checkpoint_us  one durable safe-point append (`SqliteStore.append`);
                    baseline: a bare sqlite3 INSERT, same WAL + synchronous=FULL, same hashing
     verify_100k_s  `SqliteStore.verify` of a 100,000-event log;
-                   baseline: the SHA-256 chain alone over the same canonical bytes
+                   baseline: a bare sqlite3 SELECT of the same columns from the same file,
+                   plus the SHA-256 chain over the canonical bytes (already in memory)
     merge_32       merge.py's merge (merge-tree + commit-tree) of 32 finished branches;
                    baseline: `git checkout` + `git merge --no-ff` of each in one worktree
     resume_32_s    `resume` after `kill -9` until all 32 running agents are re-attached
@@ -656,8 +657,17 @@ def _log_events(n: int) -> Iterator[Any]:
 
 
 def bench_verify(lab: Lab, sizes: Sizes) -> Figure:
-    """`SqliteStore.verify` of an `events`-long log, against the SHA-256 chain alone over
-    the very bytes it must hash (computed beforehand with the reference canonical_json)."""
+    """`SqliteStore.verify` of an `events`-long log, against the same job done by hand.
+
+    The baseline is what verification costs at the least: a bare sqlite3 connection to the
+    same file runs the SELECT verify runs (the columns the hashes cover, in seq order) and
+    steps through every row while hashlib chains the canonical envelopes, which it does
+    not build: they were computed beforehand with the reference canonical_json. Reading
+    the rows is part of the job; until this baseline it was left out (the chain alone
+    over bytes in memory), which made the 1.5 ratio unreachable, since reading 100,000
+    rows out of SQLite alone takes twice as long as hashing them. That in-memory chain is
+    still timed and noted, so both ratios can be told.
+    """
     from ulid import ULID
 
     from orchestrator.core.canonical import GENESIS, canonical_json, envelope
@@ -684,6 +694,11 @@ def bench_verify(lab: Lab, sizes: Sizes) -> Figure:
         )
         for e in store.read_events(execution_id)
     ]
+    bare = sqlite3.connect(directory / "kairo.db")
+    select = (
+        "SELECT seq, event_type, schema_version, payload_json, event_hash, created_at"
+        " FROM kairo_execution_events WHERE execution_id = ? ORDER BY seq"
+    )
 
     def chain() -> str:
         head = GENESIS
@@ -692,23 +707,43 @@ def bench_verify(lab: Lab, sizes: Sizes) -> Figure:
             head = sha256(head.encode() + body).hexdigest()
         return head
 
+    def read_and_chain() -> str:
+        head = GENESIS
+        sha256 = hashlib.sha256
+        for _row, body in zip(bare.execute(select, (execution_id,)), canonical, strict=True):
+            head = sha256(head.encode() + body).hexdigest()
+        return head
+
     row = store.get_execution(execution_id)
     assert row is not None and chain() == row.head_hash, "the baseline hashes other bytes"
+    assert read_and_chain() == row.head_hash
 
     def measure() -> float:
         t0 = time.perf_counter()
         store.verify(execution_id)
         return time.perf_counter() - t0
 
+    in_memory: list[float] = []
+
     def baseline() -> float:
         t0 = time.perf_counter()
         chain()
+        in_memory.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        read_and_chain()
         return time.perf_counter() - t0
 
     try:
-        return repeat("verify_100k_s", sizes, alternate(measure, baseline))
+        figure = repeat("verify_100k_s", sizes, alternate(measure, baseline))
     finally:
         store.close()
+        bare.close()
+    old = statistics.median(in_memory[sizes.warmup :])
+    note(
+        f"verify_100k_s: the chain alone over bytes in memory (the baseline before reading"
+        f" was counted) takes {old:.4g} s, a ratio of {figure.value / old:.3g}"
+    )
+    return figure
 
 
 def _merge_template(lab: Lab, sizes: Sizes) -> tuple[Path, list[str]]:

@@ -1,21 +1,22 @@
 """The event log's hash chain: sealing new events, and verifying a log from seq 0 (pure).
 
 Both halves live here so that every backend stores and hashes the same bytes: `prepare`
-and `seal` on the write side (with core's reference `chain_hash`), `verify_chain` on the
-read side (with the fast `hashing.event_hash`).
+and `seal` on the write side (with core's reference `chain_hash`), `verify_chain` (over
+events) and `verify_rows` (over a store's rows, hashing their stored text as it is) on
+the read side, with the fast hashes of `hashing`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.canonical import canonical_json, chain_hash, envelope
 from orchestrator.errors import LogVerificationError
 from orchestrator.store.base import EMPTY_HEAD_HASH, NewEvent, StoredEvent
-from orchestrator.store.hashing import event_hash
+from orchestrator.store.hashing import event_hash, follow_stored_rows, json_string
 
 
 def _fail(execution_id: str, seq: int, reason: str) -> LogVerificationError:
@@ -40,26 +41,75 @@ def verify_chain(
     expected_seq = 0
     previous = EMPTY_HEAD_HASH
     for event in events:
-        if event.seq != expected_seq:
-            if isinstance(event.seq, int) and event.seq > expected_seq:
-                reason = f"it is missing (the next event has seq {event.seq})"
-            else:
-                reason = f"an event with seq {event.seq!r} is in its place"
-            raise _fail(execution_id, expected_seq, reason)
-        if event.execution_id != execution_id:
-            reason = f"it belongs to execution {event.execution_id}"
-            raise _fail(execution_id, expected_seq, reason)
-        try:
-            computed = event_hash(previous, event)
-        except ValueError as error:
-            reason = f"its content has no canonical JSON form ({error})"
-            raise _fail(execution_id, expected_seq, reason) from None
-        if computed != event.event_hash:
-            raise _fail(execution_id, expected_seq, "its hash does not match its content")
-        previous = computed
+        previous = _check_event(execution_id, expected_seq, previous, event)
+        expected_seq += 1
+    return _check_head(execution_id, expected_seq - 1, previous, head_seq, head_hash)
+
+
+def verify_rows(
+    execution_id: str, rows: Iterable[Sequence[Any]], head_seq: int, head_hash: str
+) -> tuple[int, str]:
+    """`verify_chain` over a store's rows of (seq, event_type, schema_version,
+    payload_json, event_hash, created_at), all of `execution_id`, in seq order: the same
+    checks and the same first bad seq, read lazily, so a long log is never held whole.
+
+    A row whose spliced stored text hashes to its `event_hash` holds without being parsed
+    (`hashing.follow_stored_rows`); any other row is parsed and checked as `verify_chain`
+    checks an event, which either names it or accepts it (a payload stored in another
+    spelling of its canonical JSON, as `verify_chain` has always accepted).
+    """
+    quoted_id = json_string(execution_id)
+    remaining = iter(rows)
+    expected_seq, previous = 0, EMPTY_HEAD_HASH
+    while True:
+        expected_seq, previous, row = follow_stored_rows(
+            quoted_id, remaining, expected_seq, previous
+        )
+        if row is None:
+            return _check_head(execution_id, expected_seq - 1, previous, head_seq, head_hash)
+        event = _parse(execution_id, expected_seq, row)
+        previous = _check_event(execution_id, expected_seq, previous, event)
         expected_seq += 1
 
-    last_seq = expected_seq - 1
+
+def _parse(execution_id: str, expected_seq: int, row: Sequence[Any]) -> StoredEvent:
+    """A row of `verify_rows` as an event, for `_check_event`. A payload that is not JSON
+    fails at its seq, unless that seq is missing, which `_check_event` then names.
+    `event_id` is not read: no hash covers it."""
+    seq, kind, version, text, digest, at = row
+    try:
+        payload = json.loads(text)
+    except (TypeError, ValueError):
+        if seq == expected_seq:
+            raise _fail(execution_id, seq, "its payload is not JSON") from None
+        payload = {}
+    return StoredEvent(execution_id, seq, "", kind, version, payload, digest, at)
+
+
+def _check_event(execution_id: str, expected_seq: int, previous: str, event: StoredEvent) -> str:
+    """The hash of `event` when it holds as `expected_seq` after `previous`."""
+    if event.seq != expected_seq:
+        if isinstance(event.seq, int) and event.seq > expected_seq:
+            reason = f"it is missing (the next event has seq {event.seq})"
+        else:
+            reason = f"an event with seq {event.seq!r} is in its place"
+        raise _fail(execution_id, expected_seq, reason)
+    if event.execution_id != execution_id:
+        reason = f"it belongs to execution {event.execution_id}"
+        raise _fail(execution_id, expected_seq, reason)
+    try:
+        computed = event_hash(previous, event)
+    except ValueError as error:
+        reason = f"its content has no canonical JSON form ({error})"
+        raise _fail(execution_id, expected_seq, reason) from None
+    if computed != event.event_hash:
+        raise _fail(execution_id, expected_seq, "its hash does not match its content")
+    return computed
+
+
+def _check_head(
+    execution_id: str, last_seq: int, previous: str, head_seq: int, head_hash: str
+) -> tuple[int, str]:
     if head_seq > last_seq:
         ends = f"it ends at seq {last_seq}" if last_seq >= 0 else "it has no event"
         reason = f"the head says the log ends at seq {head_seq}, but {ends}"
@@ -143,24 +193,3 @@ def seal(
             )
         )
     return sealed
-
-
-def parse_rows(execution_id: str, rows: Iterable[Sequence[Any]]) -> Iterator[StoredEvent]:
-    """Rows of (seq, event_id, event_type, schema_version, payload_json, event_hash,
-    created_at) in seq order as events, for `verify_chain`: lazily, so a long log is never
-    held whole. A payload that is not JSON fails at its seq, unless an earlier seq is
-    missing, which verify_chain then names."""
-    for position, (seq, event_id, kind, version, text, digest, at) in enumerate(rows):
-        try:
-            payload = json.loads(text)
-        except (TypeError, ValueError):
-            if seq != position:
-                payload = {}  # the gap at `position` is the first fault; let it be named
-            else:
-                raise LogVerificationError(
-                    f"the event log of {execution_id} fails verification at seq {seq}:"
-                    " its payload is not JSON",
-                    execution_id=execution_id,
-                    bad_seq=seq,
-                ) from None
-        yield StoredEvent(execution_id, seq, event_id, kind, version, payload, digest, at)

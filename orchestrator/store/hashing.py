@@ -19,13 +19,24 @@ ASCII escaping) writes the same bytes as RFC 8785:
 Anything else (floats, non-ASCII keys, tuples, subclasses) takes the reference path, so the
 fast path can only ever be a shortcut to the same bytes; tests/store/test_chain.py checks
 the two agree on arbitrary values. Writers (`chain.seal`) always use the reference.
+
+A stored row needs no parsing at all: `payload_json` holds the payload's canonical text
+(`chain.prepare`), and the canonical envelope is that text with the other fields around
+it, so `follow_stored_rows` splices it in as it is. A row whose spliced bytes hash to the
+`event_hash` a writer sealed is, byte for byte, the envelope it sealed; any edit of those
+bytes changes the hash, and such a row is then parsed and judged by `event_hash` as
+before, which names what is wrong with it (or accepts a payload stored in another
+spelling of the same canonical JSON, as verification always has). What a matching row
+no longer proves is that its text parses: only a forger who recomputed every hash from
+that row to the head could make one, and such a forger can write any canonical content
+anyway; `SqliteStore.read_events` names such a row (exit 3) where it parses it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from orchestrator.core.canonical import GENESIS, chain_hash, envelope
@@ -144,3 +155,51 @@ def event_hash(previous_hash: str | None, event: StoredEvent) -> str:
         payload=event.payload,
     )
     return chain_hash(prefix, value)
+
+
+def follow_stored_rows(
+    quoted_execution_id: str, rows: Iterator[Sequence[Any]], seq: int, previous_hash: str
+) -> tuple[int, str, Sequence[Any] | None]:
+    """Follow the chain from `previous_hash` through `rows`, expected to start at `seq`,
+    while each row's stored text, spliced into its envelope, hashes to its `event_hash`.
+
+    Rows are (seq, event_type, schema_version, payload_json, event_hash, created_at);
+    `quoted_execution_id` is `json_string(execution_id)`, made once per log. Returns the
+    seq and hash the chain has reached, and the first row that did not hold that way
+    (None when `rows` ran out), for the caller to parse and judge with `event_hash`.
+
+    The envelope is written field by field in RFC 8785 order: each string one JSON string
+    literal, each number a bare integer (only an int is spliced: a "1" would write the
+    very bytes of 1), so the bytes can equal a sealed envelope's only if every field,
+    the payload's text included, is the very one that was sealed. One loop rather than a
+    call a row: at 100,000 rows a call a row costs ~0.03 s of a ~0.3 s verify.
+    """
+    sha256, quote = hashlib.sha256, _quote
+    for row in rows:
+        row_seq, kind, version, text, digest, at = row
+        if not (
+            row_seq == seq
+            and type(row_seq) is int
+            and type(version) is int
+            and type(text) is str
+            and -_MAX_SAFE_INT <= version <= _MAX_SAFE_INT
+        ):
+            return seq, previous_hash, row
+        try:
+            spliced = sha256(
+                f'{previous_hash}{{"created_at":{quote(at)},"event_type":{quote(kind)},'
+                f'"execution_id":{quoted_execution_id},"payload":{text},'
+                f'"schema_version":{version},"seq":{seq}}}'.encode()
+            ).hexdigest()
+        except (TypeError, UnicodeEncodeError):  # a str field that is not; a lone surrogate
+            return seq, previous_hash, row
+        if spliced != digest:
+            return seq, previous_hash, row
+        previous_hash = spliced
+        seq += 1
+    return seq, previous_hash, None
+
+
+def json_string(value: str) -> str:
+    """`value` as a JSON string literal, as RFC 8785 writes it (for `follow_stored_rows`)."""
+    return _quote(value)

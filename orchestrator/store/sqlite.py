@@ -48,6 +48,7 @@ _INSERT_EVENT = (
     " schema_version, payload_json, event_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _EVENT = "seq, event_id, event_type, schema_version, payload_json, event_hash, created_at"
+_VERIFIED = "seq, event_type, schema_version, payload_json, event_hash, created_at"  # verify_rows
 
 
 def _utc_now() -> datetime:
@@ -56,6 +57,14 @@ def _utc_now() -> datetime:
 
 def _new_event_id() -> str:
     return str(ULID())
+
+
+def _is_json(text: Any) -> bool:
+    try:
+        json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class SqliteStore:
@@ -302,21 +311,32 @@ class SqliteStore:
                 " WHERE execution_id = ? AND seq > ? ORDER BY seq",
                 (execution_id, after_seq),
             ).fetchall()
-        return [
-            StoredEvent(execution_id, seq, event_id, kind, version, json.loads(text), digest, at)
-            for seq, event_id, kind, version, text, digest, at in rows
-        ]
+        try:
+            return [
+                StoredEvent(execution_id, seq, event_id, kind, version, json.loads(t), digest, at)
+                for seq, event_id, kind, version, t, digest, at in rows
+            ]
+        except (TypeError, ValueError):
+            # A tampered row, or (verify hashes stored text unparsed) one whose hashes a
+            # forger recomputed over text that is not JSON: named like verify names one.
+            bad = next(r[0] for r in rows if not _is_json(r[4]))
+            raise LogVerificationError(
+                f"the event log of {execution_id} fails verification at seq {bad}:"
+                " its payload is not JSON",
+                execution_id=execution_id,
+                bad_seq=bad,
+            ) from None
 
     def verify(self, execution_id: str) -> tuple[int, str]:
         with self._transaction(write=False) as cursor:
             _, head_seq, head_hash = self._head(cursor, execution_id)
+            # Only what the hashes cover, streamed in seq order (one query, never fetchall).
             rows = cursor.execute(
-                f"SELECT {_EVENT} FROM kairo_execution_events WHERE execution_id = ? ORDER BY seq",
+                f"SELECT {_VERIFIED} FROM kairo_execution_events"
+                " WHERE execution_id = ? ORDER BY seq",
                 (execution_id,),
             )
-            return chain.verify_chain(
-                execution_id, chain.parse_rows(execution_id, rows), head_seq, head_hash
-            )
+            return chain.verify_rows(execution_id, rows, head_seq, head_hash)
 
     def close(self) -> None:
         with self._lock:

@@ -15,10 +15,16 @@ from hypothesis import strategies as st
 
 from orchestrator.core.canonical import chain_hash, envelope
 from orchestrator.errors import LogVerificationError
+from orchestrator.store import chain
 from orchestrator.store.base import StoredEvent
-from orchestrator.store.chain import verify_chain
-from orchestrator.store.hashing import _fast_envelope_json, event_hash
-from tests.store.strategies import EXECUTION_ID, any_values, build_log, logs
+from orchestrator.store.chain import verify_chain, verify_rows
+from orchestrator.store.hashing import (
+    _fast_envelope_json,
+    event_hash,
+    follow_stored_rows,
+    json_string,
+)
+from tests.store.strategies import EXECUTION_ID, TRICKY_TEXT, any_values, build_log, logs
 
 Log = list[StoredEvent]
 Head = tuple[int, str]
@@ -314,3 +320,141 @@ def test_content_with_no_canonical_form_fails_at_its_seq() -> None:
     broken = dataclasses.replace(log[1], payload={"b": float("nan")})
     with pytest.raises(LogVerificationError, match="at seq 1: its content has no canonical"):
         verify_chain(EXECUTION_ID, [log[0], broken], 1, log[1].event_hash)
+
+
+# verify_rows: the same log as a store's rows, the payload as the canonical text it is stored in.
+Row = tuple[Any, ...]
+
+
+def _rows(log: Log) -> list[Row]:
+    return [
+        (e.seq, e.event_type, e.schema_version, _stored(e.payload), e.event_hash, e.created_at)
+        for e in log
+    ]
+
+
+def _stored(payload: Any) -> str:
+    try:
+        return rfc8785.dumps(payload).decode()
+    except ValueError:  # no canonical form (NaN): stored as a naive writer would
+        return json.dumps(payload)
+
+
+def _with(rows: list[Row], k: int, **fields: Any) -> list[Row]:
+    names = ("seq", "event_type", "schema_version", "payload_json", "event_hash", "created_at")
+    edited = tuple(fields.get(name, value) for name, value in zip(names, rows[k], strict=True))
+    return [*rows[:k], edited, *rows[k + 1 :]]
+
+
+@SETTINGS
+@given(
+    value=any_values,
+    key=st.text(max_size=3),
+    kind=st.text(max_size=3) | TRICKY_TEXT,
+    seq=st.integers(0, 2**60),
+    version=st.integers(-(2**60), 2**60),
+)
+def test_the_spliced_stored_text_hashes_as_the_reference_does(
+    value: Any, key: str, kind: str, seq: int, version: int
+) -> None:
+    payload = {key: value}
+    value_env = envelope(
+        execution_id=EXECUTION_ID,
+        seq=seq,
+        event_type=kind,
+        schema_version=version,
+        created_at="2026",
+        payload=payload,
+    )
+    try:
+        reference = chain_hash("prev", value_env)
+    except ValueError:
+        return  # nothing canonical to store
+    row = (seq, kind, version, rfc8785.dumps(payload).decode(), reference, "2026")
+    followed = follow_stored_rows(json_string(EXECUTION_ID), iter([row]), seq, "prev")
+    assert followed == (seq + 1, reference, None)
+
+
+def test_the_spliced_hash_is_of_the_stored_bytes_and_only_of_well_typed_fields() -> None:
+    (zero,) = build_log([{"a": 1, "b": [True]}])
+    canonical = '{"a":1,"b":[true]}'
+
+    def holds(text: object, *, seq: object = 0, version: object = 1, at: object = None) -> bool:
+        row = (seq, zero.event_type, version, text, zero.event_hash, at or zero.created_at)
+        followed = follow_stored_rows(json_string(EXECUTION_ID), iter([row]), 0, "GENESIS")
+        assert followed in ((1, zero.event_hash, None), (0, "GENESIS", row))
+        return followed[2] is None
+
+    assert holds(canonical)
+    for other_spelling in ('{"a": 1,"b":[true]}', '{"b":[true],"a":1}', '{"a":1.0,"b":[true]}'):
+        assert not holds(other_spelling)  # left to the reference, which parses it
+    # "1" and True would be spliced as the very bytes of 1: refused, left to the reference.
+    assert not holds(canonical, version="1")
+    assert not holds(canonical, seq=False)
+    assert not holds(canonical, seq=1)
+    assert not holds(canonical, version=2**53)
+    assert not holds(canonical.encode())
+    assert not holds(canonical, at=7)
+    assert not holds(canonical, at=chr(0xD800))  # no UTF-8 for it
+
+
+@SETTINGS
+@given(log=logs(min_size=0))
+def test_every_untouched_log_verifies_from_its_rows(log: Log) -> None:
+    head = (log[-1].seq, log[-1].event_hash) if log else (-1, "GENESIS")
+    assert verify_rows(EXECUTION_ID, _rows(log), *head) == head
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [t for t in TAMPERINGS if t is not edit_execution_id],  # rows are selected by execution
+    ids=lambda t: t.__name__,
+)
+@SETTINGS
+@given(data=st.data())
+def test_every_tampering_of_the_rows_is_caught_at_the_same_first_bad_seq(
+    tamper: Tampering, data: st.DataObject
+) -> None:
+    log = data.draw(logs(min_size=TAMPERINGS[tamper]), label="log")
+    tampered, head, bad_seq = tamper(data, log, (log[-1].seq, log[-1].event_hash))
+    with pytest.raises(LogVerificationError) as caught:
+        verify_rows(EXECUTION_ID, _rows(tampered), *head)
+    assert caught.value.bad_seq == bad_seq
+    assert f"fails verification at seq {bad_seq}:" in caught.value.message
+
+
+def test_a_stored_text_is_judged_by_the_reference_when_its_bytes_do_not_hash() -> None:
+    rows = _rows(build_log([{"a": 1}, {"b": 2}, {"c": 3}]))
+    head = (2, rows[2][4])
+
+    def failure(tampered: list[Row]) -> tuple[int, str]:
+        with pytest.raises(LogVerificationError) as caught:
+            verify_rows(EXECUTION_ID, tampered, *head)
+        return caught.value.bad_seq, caught.value.message.partition(": ")[2]
+
+    # Another spelling of the same canonical JSON is what verify_chain has always accepted.
+    assert verify_rows(EXECUTION_ID, _with(rows, 1, payload_json='{ "b" : 2 }'), *head) == head
+    assert failure(_with(rows, 1, payload_json='{"b":3}')) == (
+        1,
+        "its hash does not match its content",
+    )
+    assert failure(_with(rows, 1, payload_json="{")) == (1, "its payload is not JSON")
+    assert failure(_with(rows, 1, payload_json=None)) == (1, "its payload is not JSON")
+    assert failure(_with(rows, 1, payload_json='{"b":NaN}'))[0] == 1
+    assert failure(_with(rows, 1, schema_version="1")) == (
+        1,
+        "its hash does not match its content",
+    )
+    gap = [rows[0], *_with(rows, 2, payload_json="{")[2:]]  # seq 1 gone, seq 2 not JSON
+    assert failure(gap) == (1, "it is missing (the next event has seq 2)")
+
+
+def test_untouched_rows_are_never_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = build_log([{"a": 1e20, "b": "\u00e9\u2028"}, {"\u00e9": [None, 1.5]}, {}])
+    rows = _rows(log)
+
+    def parse(*args: object) -> StoredEvent:
+        raise AssertionError("an untouched row was parsed")
+
+    monkeypatch.setattr(chain, "_parse", parse)
+    assert verify_rows(EXECUTION_ID, rows, 2, log[2].event_hash) == (2, log[2].event_hash)

@@ -212,6 +212,21 @@ def test_a_failed_verify_does_not_leave_the_store_reading_the_past(
     assert caught.value.bad_seq == 2
 
 
+def test_a_payload_that_is_not_json_is_named_by_read_events_too(
+    store: SqliteStore, db_path: Path
+) -> None:
+    """verify hashes stored text unparsed: a forger who rehashes text that is not JSON is
+    caught where it is parsed, as a log that fails at that seq (exit 3), not a crash."""
+    store.create_execution(EID, "p", "RUNNING", plain("a", "b", "c"))
+    with tampering(db_path) as connection:
+        connection.execute("UPDATE kairo_execution_events SET payload_json = '{' WHERE seq = 1")
+    with pytest.raises(LogVerificationError) as caught:
+        store.read_events(EID)
+    assert caught.value.bad_seq == 1
+    assert "at seq 1: its payload is not JSON" in caught.value.message
+    assert [e.seq for e in store.read_events(EID, after_seq=1)] == [2]
+
+
 def test_the_file_is_in_wal_mode(store: SqliteStore, db_path: Path) -> None:
     with raw(db_path) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
