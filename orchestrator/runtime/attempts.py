@@ -17,6 +17,7 @@ from typing import Any
 from agents.base import AttemptContext
 from agents.registry import adapter_for
 from agents.runner import runner_argv
+from agents.usage import usage_records
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
 
@@ -168,21 +169,11 @@ class Usage:
 
 
 def read_usage(files: RunFiles) -> Usage:
-    """Every well-formed line of the usage file; an agent's half-written or malformed line
-    is not worth failing an attempt for, so it is skipped."""
-    try:
-        lines = files.usage.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return Usage()
+    """What every well-formed line of the usage file adds up to; an agent's half-written or
+    malformed line is not worth failing an attempt for, so it is skipped."""
     tokens, cost, session = 0, 0.0, None
     result, is_error = None, False
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in usage_records(files.usage):
         for key in ("input_tokens", "output_tokens"):
             value = record.get(key)
             if isinstance(value, int) and value > 0:

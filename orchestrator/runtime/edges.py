@@ -32,3 +32,16 @@ def integration_checkout(state: ExecutionState) -> Path:
 
 def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFiles:
     return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))
+
+
+def command_environment(
+    edges: Edges, state: ExecutionState, subtask_id: str, worktree: Path
+) -> dict[str, str]:
+    """What the plan's own commands run in a subtask's name (`setup`, `integration_verify`)
+    get: the supervisor's whole environment and the KAIRO_* that say where they are."""
+    return {
+        **edges.environment,
+        "KAIRO_EXECUTION_ID": state.execution_id,
+        "KAIRO_SUBTASK_ID": subtask_id,
+        "KAIRO_WORKTREE": str(worktree),
+    }

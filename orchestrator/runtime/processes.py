@@ -9,6 +9,8 @@ from pathlib import Path
 
 import trio
 
+OUTPUT_TAIL_BYTES = 4096  # how much of a command's output an event keeps: its end
+
 
 @dataclass(frozen=True)
 class ShellResult:

@@ -18,9 +18,8 @@ from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.refs import branch_exists
 from orchestrator.runtime.edges import Edges
-from orchestrator.runtime.processes import run_shell
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
 
-OUTPUT_TAIL_BYTES = 4096
 PR_BODY = "pull-request.md"
 
 

@@ -1,0 +1,135 @@
+"""A finished subtask's branch merged into the integration branch, and the merge checked.
+
+`merge_subtask` writes the merge without a checkout (git/merge.py) and names, for each
+conflict, the merged subtasks that touched the path. `verify_integration` runs the plan's
+`integration_verify` on the merge in a detached checkout of its own, and moves the branch
+back (compare-and-swap) before it records a failure.
+"""
+
+from __future__ import annotations
+
+from orchestrator.core import commands as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.state import ExecutionState
+from orchestrator.errors import KairoError, StepFailed
+from orchestrator.git.history import changed_paths, diffstat
+from orchestrator.git.merge import Conflicted, merge_branch
+from orchestrator.git.refs import branch_ref, rev_parse, update_ref
+from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
+
+CANNOT_RUN = 126  # the shell's word for a command that could not be started
+
+
+async def merge_subtask(
+    edges: Edges, state: ExecutionState, command: cmd.MergeSubtask
+) -> list[ev.ExecutionEvent]:
+    sid = command.subtask_id
+    view = state.subtask(sid)
+    assert view.head_commit is not None and view.start_commit is not None
+    spec = state.spec(sid)
+    # Read before the merge is written: a failure here leaves the integration branch as it was.
+    paths = await changed_paths(edges.repo_root, view.start_commit, view.head_commit)
+    stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
+    outcome = await merge_branch(
+        edges.repo_root,
+        target_ref=branch_ref(state.created.integration_branch),
+        source_commit=view.head_commit,
+        message=(
+            f"kairo: merge {sid}{'' if spec.title == sid else ': ' + spec.title}\n\n"
+            f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
+        ),
+        identity=edges.identity,
+    )
+    if isinstance(outcome, Conflicted):
+        return [
+            ev.SubtaskConflicted(
+                subtask_id=sid,
+                head_commit=view.head_commit,
+                conflicts=tuple(
+                    ev.Conflict(
+                        path=c.path,
+                        kind=c.kind,
+                        message=c.message,
+                        **{"with": _touched_by_merged(state, c.path)},
+                    )
+                    for c in outcome.conflicts
+                ),
+            )
+        ]
+    return [
+        ev.SubtaskMerged(
+            subtask_id=sid,
+            merge_commit=outcome.merge_commit,
+            previous_commit=outcome.previous_commit,
+            head_commit=view.head_commit,
+            changed_paths=tuple(paths),
+            diffstat=stat.text,
+            insertions=stat.insertions,
+            deletions=stat.deletions,
+        )
+    ]
+
+
+async def verify_integration(
+    edges: Edges, state: ExecutionState, command: cmd.VerifyIntegration
+) -> list[ev.ExecutionEvent]:
+    """Run `integration_verify` on the merge; on a failure, move the branch back first."""
+    sid = command.subtask_id
+    merge = state.subtask(sid).merge
+    check = state.plan.integration_verify
+    assert merge is not None and check is not None
+    target = branch_ref(state.created.integration_branch)
+    current = await rev_parse(edges.repo_root, target)
+    if current == merge.previous_commit:
+        # Undone already, by a supervisor that stopped before it could say so.
+        return [
+            ev.IntegrationVerified(
+                subtask_id=sid,
+                merge_commit=merge.merge_commit,
+                exit_code=1,
+                output_tail="(the check failed and its merge was undone before the supervisor "
+                "stopped; its output was not recorded)",
+                restored_commit=merge.previous_commit,
+            )
+        ]
+    if current != merge.merge_commit:
+        raise StepFailed(
+            f"{target} moved to {current[:12]} while the merge of {sid} was being checked"
+        )
+    try:
+        checkout = await edges.workspaces.check_out_detached(
+            integration_checkout(state), merge.merge_commit
+        )
+        env = {
+            **command_environment(edges, state, sid, checkout),
+            "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
+        }
+        result = await run_shell(check, cwd=checkout, env=env)
+        exit_code, output = result.exit_code, result.output
+    except KairoError as error:
+        # A merge that could not be checked does not stay either.
+        exit_code, output = CANNOT_RUN, f"the check could not run: {error.message}"
+    restored = None
+    if exit_code != 0:
+        await update_ref(edges.repo_root, target, new=merge.previous_commit, old=merge.merge_commit)
+        restored = merge.previous_commit
+    return [
+        ev.IntegrationVerified(
+            subtask_id=sid,
+            merge_commit=merge.merge_commit,
+            exit_code=exit_code,
+            output_tail=output[-OUTPUT_TAIL_BYTES:],
+            restored_commit=restored,
+        )
+    ]
+
+
+def _touched_by_merged(state: ExecutionState, path: str) -> tuple[str, ...]:
+    """The already merged subtasks whose own changes include `path`, in merge order."""
+    touched = []
+    for merged_id in state.merged:
+        merge = state.subtask(merged_id).merge
+        if merge is not None and path in merge.changed_paths:
+            touched.append(merged_id)
+    return tuple(touched)
