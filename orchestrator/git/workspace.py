@@ -87,18 +87,7 @@ class LocalWorktreeProvider:
             base = await rev_parse(self.repo_root, base_commit)
             if await branch_exists(self.repo_root, branch):
                 raise StepFailed(f"branch {branch!r} already exists; it was not reused")
-            async with self._lock:
-                await git(
-                    "worktree",
-                    "add",
-                    "--no-checkout",
-                    "-b",
-                    branch,
-                    "--",
-                    str(path),
-                    base,
-                    cwd=self.repo_root,
-                )
+            await self._add_worktree(path, base, "-b", branch)
             try:
                 # cwd=path: this fills the new worktree's own index and files.
                 await git("reset", "--hard", "--quiet", cwd=path)
@@ -124,17 +113,7 @@ class LocalWorktreeProvider:
             if path not in await self._listed():
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
-                async with self._lock:
-                    await git("worktree", "prune", cwd=self.repo_root)
-                    await git(
-                        "worktree",
-                        "add",
-                        "--no-checkout",
-                        "--",
-                        str(path),
-                        branch,
-                        cwd=self.repo_root,
-                    )
+                await self._add_worktree(path, branch, prune=True)
             await git("reset", "--hard", "--quiet", cwd=path)
             head = await rev_parse(path, "HEAD")
         return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
@@ -156,17 +135,7 @@ class LocalWorktreeProvider:
         path = await trio.to_thread.run_sync(
             _prepare_target, path, protected, default_worktree_root(self._common_dir)
         )
-        async with self._lock:
-            await git(
-                "worktree",
-                "add",
-                "--no-checkout",
-                "--detach",
-                "--",
-                str(path),
-                commit,
-                cwd=self.repo_root,
-            )
+        await self._add_worktree(path, commit, "--detach")
         await git("reset", "--hard", "--quiet", cwd=path)
         return path
 
@@ -186,6 +155,27 @@ class LocalWorktreeProvider:
         """Whether `path` is a worktree of this repository and is still on disk."""
         path = await trio.to_thread.run_sync(_resolve, path)
         return await trio.Path(path).is_dir() and path in await self._listed()
+
+    async def _add_worktree(
+        self, path: Path, target: str, *options: str, prune: bool = False
+    ) -> None:
+        """`worktree add` with no files yet, one at a time: parallel adds race ("failed to
+        read .git/worktrees/N/commondir"), and without the checkout each takes ~7 ms. The
+        caller fills the files in (`reset --hard` in the worktree), which is safe in
+        parallel. `prune` first forgets worktrees whose directories are gone."""
+        async with self._lock:
+            if prune:
+                await git("worktree", "prune", cwd=self.repo_root)
+            await git(
+                "worktree",
+                "add",
+                "--no-checkout",
+                *options,
+                "--",
+                str(path),
+                target,
+                cwd=self.repo_root,
+            )
 
     async def _remove(self, path: Path) -> None:
         async with self._lock:
