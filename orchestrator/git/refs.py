@@ -7,6 +7,8 @@ other: the loser gets a `StepFailed` and the ref keeps the winner's value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -114,25 +116,62 @@ async def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     raise StepFailed(f"cannot compare {ancestor} and {descendant}: {first_line(result)}")
 
 
-async def checked_out_branches(cwd: Path) -> dict[str, Path]:
-    """Full branch ref -> the worktree that has it checked out, the main one included.
+@dataclass(frozen=True)
+class RefTip:
+    """One ref as `for-each-ref` reads it."""
 
-    `worktree list` fails ("failed to read .git/worktrees/N/commondir") while another
-    process is half-way through adding or removing a worktree; the merge step runs beside
-    worktree creation, so it looks again a few times before it gives up.
+    oid: str
+    #: commit, tag, tree or blob: what `oid` is.
+    type: str
+    #: For a tag, the object it points at and that object's type; empty otherwise.
+    tagged: str
+    tagged_type: str
+    #: For a commit, its tree; empty otherwise.
+    tree: str
+    #: The worktree, the main one included, that has this branch checked out.
+    worktree: Path | None
+
+
+_TIP_FORMAT = "%00".join(
+    (
+        "%(refname)",
+        "%(objectname)",
+        "%(objecttype)",
+        "%(*objectname)",
+        "%(*objecttype)",
+        "%(tree)",
+        "%(worktreepath)",
+        "",  # each record ends in NUL + newline: a worktree path may hold a newline
+    )
+)
+
+
+async def read_refs(cwd: Path, refs: Sequence[str]) -> dict[str, RefTip]:
+    """Full ref -> its tip, for those of `refs` (exact full names) that exist; one process.
+
+    `%(worktreepath)` reads the worktrees the way `worktree list` does, and fails like it
+    ("failed to read .git/worktrees/N/commondir") while another process is half-way
+    through adding or removing a worktree; the merge step runs beside worktree creation,
+    so it looks again a few times before it gives up.
     """
+    for name in refs:
+        _require_full_ref(name)
     for wait in (0.02, 0.05, 0.1, 0.2, 0.5):
-        result = await git("worktree", "list", "--porcelain", "-z", cwd=cwd, check=False)
+        result = await git(
+            "for-each-ref", f"--format={_TIP_FORMAT}", "--", *refs, cwd=cwd, check=False
+        )
         if result.returncode == 0 or "failed to read" not in result.stderr:
             break
         await trio.sleep(wait)
     if result.returncode != 0:
-        raise StepFailed(f"cannot list the worktrees of {cwd}: {first_line(result)}")
-    branches: dict[str, Path] = {}
-    path: Path | None = None
-    for field in result.stdout.split("\0"):
-        if field.startswith("worktree "):
-            path = Path(field.removeprefix("worktree "))
-        elif field.startswith("branch ") and path is not None:
-            branches[field.removeprefix("branch ")] = path
-    return branches
+        raise StepFailed(f"cannot read {', '.join(refs)} in {cwd}: {first_line(result)}")
+    wanted = set(refs)
+    tips: dict[str, RefTip] = {}
+    for record in result.stdout.split("\0\n")[:-1]:
+        name, oid, type_, tagged, tagged_type, tree, worktree = record.split("\0")
+        # A pattern also matches the refs below it (refs/heads/a matches refs/heads/a/b).
+        if name in wanted:
+            tips[name] = RefTip(
+                oid, type_, tagged, tagged_type, tree, Path(worktree) if worktree else None
+            )
+    return tips

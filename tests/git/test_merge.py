@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -211,6 +212,90 @@ async def test_concurrent_writer_loses_the_compare_and_swap(
         assert "moved while kairo-orch was updating it" in failure.message
     with pytest.raises(StepFailed, match="moved"):
         await update_ref(repo, TARGET, integration, integration)
+
+
+async def test_a_source_whose_changes_are_in_already_still_gets_a_merge_commit(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    # Two subtasks make the same edit: merging the second gives the target's own tree,
+    # but the target does not contain it, so it is merged (a commit), not skipped.
+    a = await subtasks.branch("a", {"a.txt": "same\n"})
+    b = await subtasks.branch("b", {"a.txt": "same\n"})
+    first = await merge(repo, a)
+    assert isinstance(first, Merged)
+    second = await merge(repo, b)
+    assert isinstance(second, Merged) and not second.already_merged
+    assert second.tree == first.tree
+    parents = await git("rev-list", "--parents", "-n1", TARGET, cwd=repo)
+    assert parents.stdout.split() == [second.merge_commit, first.merge_commit, b]
+    again = await merge(repo, b)
+    assert again == Merged(second.merge_commit, second.merge_commit, first.tree, True)
+
+
+@pytest.mark.parametrize("source", ["nope", "refs/heads/nope", "0" * 40, "main^{tree}", "main~9"])
+async def test_merging_a_missing_source_is_a_failed_step_naming_it(
+    repo: Path, integration: str, source: str
+) -> None:
+    if source == "main^{tree}":
+        source = (await git("rev-parse", "main^{tree}", cwd=repo)).stdout.strip()
+    with pytest.raises(StepFailed) as info:
+        await merge(repo, source)
+    assert info.value.message == f"{source!r} does not name a commit in the repository at {repo}"
+    assert info.value.branch == "kairo/integration"
+    assert await rev_parse(repo, TARGET) == integration
+
+
+async def test_a_named_source_is_the_commit_rev_parse_names(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    heads = [await subtasks.branch(f"s{i}", {f"f{i}.txt": f"{i}\n"}) for i in range(5)]
+    await git("branch", "x", heads[0], cwd=repo)
+    await git("tag", "x", heads[1], cwd=repo)  # a tag comes before a branch of its name
+    await git("tag", "-a", "-m", "annotated", "ann", heads[2], cwd=repo)
+    await git("branch", "y", heads[3], cwd=repo)
+    await git("update-ref", "y", heads[4], cwd=repo)  # .git/y comes before refs/heads/y
+    expected = {
+        "x": heads[1],
+        "ann": heads[2],
+        "refs/tags/ann": heads[2],
+        "y": heads[4],
+        "refs/heads/y": heads[3],
+        "kairo/s0": heads[0],
+        "kairo/s3~0": heads[3],
+    }
+    for name, head in expected.items():
+        await update_ref(repo, TARGET, integration, await rev_parse(repo, TARGET))
+        outcome = await merge(repo, name)
+        assert isinstance(outcome, Merged) and not outcome.already_merged, name
+        parents = await git("rev-list", "--parents", "-n1", TARGET, cwd=repo)
+        assert parents.stdout.split() == [outcome.merge_commit, integration, head], name
+
+
+async def test_a_merge_runs_four_git_processes(
+    repo: Path, subtasks: Subtasks, integration: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = await subtasks.branch("a", {"a.txt": "a\n"})
+    b = await subtasks.branch("b", {"b.txt": "b\n"})
+    commands: list[str] = []
+    run_process = trio.run_process
+
+    async def counting(argv: list[str], **kwargs: Any) -> Any:
+        commands.append(argv[3])  # after git -c core.hooksPath=/dev/null
+        return await run_process(argv, **kwargs)
+
+    monkeypatch.setattr(trio, "run_process", counting)
+    await merge(repo, a)
+    steps = ["for-each-ref", "merge-tree", "commit-tree", "update-ref"]
+    assert commands == steps
+    commands.clear()
+    await merge(repo, "kairo/b")
+    assert commands == steps
+    commands.clear()
+    assert isinstance(await merge(repo, b), Merged)
+    commands.clear()
+    outcome = await merge(repo, b)
+    assert isinstance(outcome, Merged) and outcome.already_merged
+    assert commands == ["for-each-ref", "merge-tree", "merge-base"]
 
 
 # The parser on output captured from git 2.39 (see merge.py for the format).
