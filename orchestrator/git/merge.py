@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import StepFailed, UsageError
-from orchestrator.git.refs import RefTip, is_ancestor, read_refs, rev_parse, tree_of, update_ref
+from orchestrator.git.refs import is_ancestor, read_refs, rev_parse, tree_of, update_ref
 from orchestrator.git.repo import Identity, first_line, git
 
 _KIND = re.compile(r"^CONFLICT \(([^)]+)\)")
@@ -126,36 +126,6 @@ async def integration_tree(repo_root: Path, ref: str) -> str:
 
 
 _FULL_OID = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
-# A name that can only be a ref (no revision syntax: ~ ^ : @ .. and the like), not a
-# pseudo-ref such as HEAD or ORIG_HEAD, which git reads from the git directory.
-_REF_LIKE = re.compile(r"(?!-)(?!.*\.\.)(?!.*//)(?!.*/\.)(?![A-Z_]+$)[\w.+-][\w./+-]*(?<![./])")
-
-
-def _source_refs(repo_root: Path, source: str) -> tuple[str, ...]:
-    """The refs `git rev-parse SOURCE` would look at first, in its order, when
-    for-each-ref can read them; empty when only rev-parse itself can resolve SOURCE.
-
-    git resolves a short name `x` as the first of `$GIT_DIR/x`, `refs/x`, `refs/tags/x`,
-    `refs/heads/x`, `refs/remotes/x`, ...; the first is a file for-each-ref never lists,
-    so a name with such a file (or a repository whose git directory is elsewhere) is left
-    to rev-parse, and so is a name none of the next three matches.
-    """
-    if _FULL_OID.fullmatch(source) or not _REF_LIKE.fullmatch(source):
-        return ()
-    if source.startswith("refs/"):
-        return (source,)
-    git_dir = repo_root / ".git"
-    if not git_dir.is_dir() or (git_dir / source).exists():
-        return ()
-    return (f"refs/{source}", f"refs/tags/{source}", f"refs/heads/{source}")
-
-
-def _commit_of(tip: RefTip) -> str | None:
-    if tip.type == "commit":
-        return tip.oid
-    if tip.type == "tag" and tip.tagged_type == "commit":
-        return tip.tagged
-    return None  # a tag of a tag, or of no commit: rev-parse peels or reports it
 
 
 def _missing(repo_root: Path, rev: str) -> str:
@@ -175,17 +145,17 @@ async def merge_branch(
     Conflicted leaves `target_ref` exactly where it was. If the target moves while the
     merge is computed, `StepFailed` is raised and the ref keeps the other writer's value.
 
-    Four git processes for a merge of a commit oid or a branch name: for-each-ref (the
-    target's tip, tree and worktree; a branch source's tip), merge-tree, commit-tree and
-    update-ref. `merge-base --is-ancestor` runs only when the merged tree is the target's.
+    Four git processes for a merge of a commit oid: for-each-ref (the target's tip, tree
+    and worktree), merge-tree, commit-tree and update-ref; a source given by name is
+    resolved by one more. `merge-base --is-ancestor` runs only when the merged tree is
+    the target's.
     """
     branch = target_ref.removeprefix("refs/heads/")
     if not target_ref.startswith("refs/heads/"):
         raise ValueError(
             f"target_ref must be a full branch ref (refs/heads/...), got {target_ref!r}"
         )
-    candidates = _source_refs(repo_root, source_commit)
-    tips = await read_refs(repo_root, (target_ref, *candidates))
+    tips = await read_refs(repo_root, (target_ref,))
     target = tips.get(target_ref)
     if target is not None and target.worktree is not None:
         # Moving a checked-out branch behind its worktree's back would make the whole
@@ -198,18 +168,15 @@ async def merge_branch(
         # Both come from the supervisor, not the user: a missing one is a failed step.
         raise StepFailed(_missing(repo_root, target_ref), branch=branch)
     previous = target.oid
-
-    found = next((tips[ref] for ref in candidates if ref in tips), None)
-    source = _commit_of(found) if found is not None else None
-    if source is None:
-        if _FULL_OID.fullmatch(source_commit):
-            # An oid never moves: merge-tree and commit-tree may each read it.
-            source = f"{source_commit}^{{commit}}"
-        else:
-            try:
-                source = await rev_parse(repo_root, source_commit)
-            except UsageError as exc:
-                raise StepFailed(exc.message, branch=branch) from None
+    if _FULL_OID.fullmatch(source_commit):
+        # An oid never moves: merge-tree and commit-tree may each read it, and a missing
+        # one fails merge-tree (below). The supervisor always merges a recorded oid.
+        source = f"{source_commit}^{{commit}}"
+    else:
+        try:
+            source = await rev_parse(repo_root, source_commit)
+        except UsageError as exc:
+            raise StepFailed(exc.message, branch=branch) from None
 
     result = await git(
         "merge-tree",

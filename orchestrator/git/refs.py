@@ -123,9 +123,6 @@ class RefTip:
     oid: str
     #: commit, tag, tree or blob: what `oid` is.
     type: str
-    #: For a tag, the object it points at and that object's type; empty otherwise.
-    tagged: str
-    tagged_type: str
     #: For a commit, its tree; empty otherwise.
     tree: str
     #: The worktree, the main one included, that has this branch checked out.
@@ -137,8 +134,6 @@ _TIP_FORMAT = "%00".join(
         "%(refname)",
         "%(objectname)",
         "%(objecttype)",
-        "%(*objectname)",
-        "%(*objecttype)",
         "%(tree)",
         "%(worktreepath)",
         "",  # each record ends in NUL + newline: a worktree path may hold a newline
@@ -168,10 +163,8 @@ async def read_refs(cwd: Path, refs: Sequence[str]) -> dict[str, RefTip]:
     wanted = set(refs)
     tips: dict[str, RefTip] = {}
     for record in result.stdout.split("\0\n")[:-1]:
-        name, oid, type_, tagged, tagged_type, tree, worktree = record.split("\0")
+        name, oid, type_, tree, worktree = record.split("\0")
         # A pattern also matches the refs below it (refs/heads/a matches refs/heads/a/b).
         if name in wanted:
-            tips[name] = RefTip(
-                oid, type_, tagged, tagged_type, tree, Path(worktree) if worktree else None
-            )
+            tips[name] = RefTip(oid, type_, tree, Path(worktree) if worktree else None)
     return tips
