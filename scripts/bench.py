@@ -776,6 +776,8 @@ def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
     from orchestrator.git.repo import Identity
 
     template, branches = _merge_template(lab, sizes)
+    # The supervisor merges the head commit it recorded, not a branch name.
+    heads = {branch: lab.git(template, "rev-parse", branch).strip() for branch in branches}
     identity = Identity("Bench User", "bench@example.com")
     trees: dict[str, str] = {}
 
@@ -785,7 +787,7 @@ def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
             outcome = await merge_branch(
                 repo,
                 target_ref="refs/heads/integration-kairo",
-                source_commit=branch,
+                source_commit=heads[branch],
                 message=f"kairo: merge {branch}\n\nKairo-Subtask: {branch}\n",
                 identity=identity,
             )
