@@ -35,7 +35,10 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 # The performance targets of issue 6, beside raw git/tmux/sqlite baselines: a table and bench.json.
+# Bytecode first: with PYTHONDONTWRITEBYTECODE set (as on this project's machines), every
+# supervisor would compile kairo's own modules anew, which a pip install does once.
 bench: $(STAMP)
+	$(BIN)/python -m compileall -q orchestrator agents
 	$(BIN)/python scripts/bench.py
 
 clean-venv:

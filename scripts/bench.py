@@ -340,6 +340,8 @@ class Lab:
         """A private copy of a template repository; the plan files go beside it."""
         repo = self.fresh_dir(name) / "repo"
         self.run(["cp", "-a", str(template), str(repo)], self.root)
+        # Written back now, so that the measured run does not pay for the copy's writeback.
+        os.sync()
         return repo
 
     def retire(self, repo: Path) -> None:
@@ -362,17 +364,21 @@ class Lab:
         return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
 
     def supervisor_pid(self, repo: Path) -> int | None:
-        """The live supervisor of `repo`'s newest execution, found in /proc (at once,
-        where `status --json` would take a command's time)."""
+        """The live supervisor of `repo`'s newest execution: the pid of its log's last
+        supervisor_started, read from the store at once (where `status --json` would take
+        a command's time)."""
         executions = self.execution_dirs(repo)
         if not executions:
             return None
-        wanted = f"orchestrator.runtime.daemon\0{executions[-1].name}\0".encode()
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    if wanted in (entry / "cmdline").read_bytes():
-                        return int(entry.name)
+        with contextlib.suppress(sqlite3.Error, TypeError):
+            (payload,) = self._query(
+                repo,
+                "SELECT payload_json FROM kairo_execution_events WHERE execution_id = ?"
+                " AND event_type = 'supervisor_started' ORDER BY seq DESC LIMIT 1",
+                executions[-1].name,
+            )
+            pid = int(json.loads(payload)["pid"])
+            return pid if process_alive(pid) else None
         return None
 
     def _sessions(self, repo: Path) -> list[str]:
@@ -383,17 +389,21 @@ class Lab:
         return sessions
 
     def _session_of(self, repo: Path, execution_id: str) -> str:
-        db = sqlite3.connect(f"file:{repo / '.git' / 'kairo' / 'kairo.db'}?mode=ro", uri=True)
-        try:
-            (payload,) = db.execute(
-                "SELECT payload_json FROM kairo_execution_events"
-                " WHERE execution_id = ? AND seq = 0",
-                (execution_id,),
-            ).fetchone()
-        finally:
-            db.close()
+        (payload,) = self._query(
+            repo,
+            "SELECT payload_json FROM kairo_execution_events WHERE execution_id = ? AND seq = 0",
+            execution_id,
+        )
         session: str = json.loads(payload)["tmux_session"]
         return session
+
+    @staticmethod
+    def _query(repo: Path, sql: str, *parameters: str) -> Any:
+        db = sqlite3.connect(f"file:{repo / '.git' / 'kairo' / 'kairo.db'}?mode=ro", uri=True)
+        try:
+            return db.execute(sql, parameters).fetchone()
+        finally:
+            db.close()
 
     def _pids_under(self, directory: Path) -> list[int]:
         """Processes started here whose cwd or command line is under `directory`:

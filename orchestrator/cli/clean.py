@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 import trio
 
-from orchestrator.cli.context import Workspace, common_options, open_workspace
+from orchestrator.cli.context import Workspace, open_workspace
+from orchestrator.cli.options import common_options
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse

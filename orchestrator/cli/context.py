@@ -2,43 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-import click
 
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import UsageError
 from orchestrator.git.repo import RepoPaths, discover_repo
-from orchestrator.runtime.journal import read_state
 from orchestrator.runtime.ownership import owner_alive
+from orchestrator.runtime.state_reader import read_state
 from orchestrator.store import open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def common_options(function: F) -> F:
-    """--repo and --store, which every command accepts (cli.md)."""
-    function = click.option(
-        "--store",
-        "store_url",
-        envvar="KAIRO_STORE",
-        default=None,
-        help="Store URL: sqlite:///abs/path.db (default: the repository's .git/kairo/kairo.db).",
-    )(function)
-    function = click.option(
-        "--repo",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path(),
-        show_default=False,
-        help="The git repository (default: the current directory).",
-    )(function)
-    return function
 
 
 @dataclass

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from orchestrator.cli import render
-from orchestrator.cli.context import common_options, open_workspace
+from orchestrator.cli.context import open_workspace
+from orchestrator.cli.options import common_options
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.status import status_document
 

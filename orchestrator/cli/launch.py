@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -12,10 +13,17 @@ import click
 from orchestrator.cli.context import Workspace
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
+from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
-from orchestrator.runtime.daemon import spawn_supervisor, supervisor_log_path
 from orchestrator.runtime.ownership import claim, owner_alive, owner_token
+from orchestrator.runtime.state_reader import advance_state
+from orchestrator.runtime.supervisor_process import (
+    PendingSupervisor,
+    daemon_arguments,
+    pending_supervisor,
+    supervisor_log_path,
+)
 from orchestrator.tmux.interactive import attach_session
 
 EXIT_FAILED = 1
@@ -34,27 +42,35 @@ def launch(
     rerun_interrupted: bool = False,
     verified: bool = False,
     stop: StopMode | None = None,
+    supervisor: PendingSupervisor | None = None,
 ) -> None:
-    """Claim the execution (exit 4 if it is owned), start its supervisor, then wait for
-    its end (`wait`), attach to its tmux session (a terminal, no `detach`) or return."""
-    if resume and not verified:
-        ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
-    row = claim(
-        ws.store, execution_id, owner=owner_token(), status="RECOVERING" if resume else "RUNNING"
-    )
-    state = ws.state(execution_id)
-    run_root = Path(state.created.run_root)
-    supervisor = spawn_supervisor(
-        execution_id,
-        repo_root=ws.paths.toplevel,
-        store_url=ws.store_url,
-        run_root=run_root,
-        handover_version=row.version,
-        resume=resume,
-        rerun_interrupted=rerun_interrupted,
-        stop=stop,
-    )
-    _wait_until_supervised(ws, execution_id, supervisor, run_root)
+    """Claim the execution (exit 4 if it is owned), hand it to a supervisor (`supervisor`,
+    started ahead by the caller, or a new one), then wait for its end (`wait`), attach to
+    its tmux session (a terminal, no `detach`) or return."""
+    with ExitStack() as stack:
+        if supervisor is None:
+            supervisor = stack.enter_context(pending_supervisor())
+        if resume and not verified:
+            ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
+        row = claim(
+            ws.store,
+            execution_id,
+            owner=owner_token(),
+            status="RECOVERING" if resume else "RUNNING",
+        )
+        state = ws.state(execution_id)
+        run_root = Path(state.created.run_root)
+        arguments = daemon_arguments(
+            execution_id,
+            repo_root=ws.paths.toplevel,
+            store_url=ws.store_url,
+            handover_version=row.version,
+            resume=resume,
+            rerun_interrupted=rerun_interrupted,
+            stop=stop,
+        )
+        supervisor.hand_over(arguments, log_path=supervisor_log_path(run_root))
+        _wait_until_supervised(ws, state, supervisor.process)
     if stop is not None:
         return  # `stop` says what happens next
     verb = "resumed" if resume else "started"
@@ -76,21 +92,22 @@ def launch(
 
 
 def _wait_until_supervised(
-    ws: Workspace, execution_id: str, supervisor: subprocess.Popen[bytes], run_root: Path
+    ws: Workspace, state: ExecutionState, supervisor: subprocess.Popen[bytes]
 ) -> None:
     # Its supervisor_started event, not the row's owner: a quick execution may be over,
-    # its ownership let go, before we look.
+    # its ownership let go, before we look. Each look reads only the new events.
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
-        if ws.state(execution_id).supervisor_pid == supervisor.pid:
+        state = advance_state(ws.store, state)
+        if state.supervisor_pid == supervisor.pid:
             return
         if supervisor.poll() is not None:
             break
         time.sleep(POLL_S)
     raise EnvironmentProblem(
-        f"the supervisor of {execution_id} did not start; its log is "
-        f"{supervisor_log_path(run_root)}",
-        execution_id=execution_id,
+        f"the supervisor of {state.execution_id} did not start; its log is "
+        f"{supervisor_log_path(Path(state.created.run_root))}",
+        execution_id=state.execution_id,
     )
 
 
@@ -103,8 +120,9 @@ def wait_until_ended(
 ) -> int:
     """The outcome's exit code (0 for an end in `success`), once an end later than
     `after_seq` is in the log (a reopened execution's old end does not count)."""
+    state = ws.state(execution_id)
     while True:
-        state = ws.state(execution_id)
+        state = advance_state(ws.store, state)
         if state.ended is not None and (state.ended_seq or 0) > after_seq:
             merged = len(state.merged)
             click.echo(
@@ -116,7 +134,7 @@ def wait_until_ended(
             return 0 if state.ended in success else EXIT_FAILED
         row = ws.row(execution_id)
         # The supervisor lets go of the row right after it appends the end: read again.
-        if not owner_alive(row) and ws.state(execution_id).ended is None:
+        if not owner_alive(row) and advance_state(ws.store, state).ended is None:
             status = effective_status(state, supervisor_alive=False)
             click.echo(
                 f"kairo-orch: the supervisor of {execution_id} died before the execution "

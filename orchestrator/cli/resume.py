@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.context import common_options, open_workspace
-from orchestrator.cli.launch import launch, wait_until_ended
+from orchestrator.cli.options import common_options
+from orchestrator.runtime.supervisor_process import pending_supervisor
 
 
 @click.command()
@@ -29,25 +29,33 @@ def resume(
     store_url: str | None,
 ) -> None:
     """Recover an interrupted execution (the newest when ID is left out) and go on."""
-    with open_workspace(repo, store_url) as ws:
-        execution_id = ws.resolve(execution)
-        ws.store.verify(execution_id)  # before anything else: a tampered log is refused (exit 3)
-        state = ws.state(execution_id)
-        rerunnable = rerun_interrupted and any(
-            v.state == "stopped" and v.current_attempt is not None and v.current_attempt.interrupted
-            for v in state.subtasks.values()
-        )
-        if state.ended is not None and not rerunnable:
-            click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
-            if wait:
-                raise SystemExit(wait_until_ended(ws, execution_id))
-            return
-        launch(
-            ws,
-            execution_id,
-            wait=wait,
-            detach=detach,
-            resume=True,
-            rerun_interrupted=rerun_interrupted,
-            verified=True,
-        )
+    # As in `start`: the supervisor starts importing first, and the work is imported after.
+    with pending_supervisor() as supervisor:
+        from orchestrator.cli.context import open_workspace
+        from orchestrator.cli.launch import launch, wait_until_ended
+
+        with open_workspace(repo, store_url) as ws:
+            execution_id = ws.resolve(execution)
+            ws.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
+            state = ws.state(execution_id)
+            rerunnable = rerun_interrupted and any(
+                v.state == "stopped"
+                and v.current_attempt is not None
+                and v.current_attempt.interrupted
+                for v in state.subtasks.values()
+            )
+            if state.ended is not None and not rerunnable:
+                click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
+                if wait:
+                    raise SystemExit(wait_until_ended(ws, execution_id))
+                return
+            launch(
+                ws,
+                execution_id,
+                wait=wait,
+                detach=detach,
+                resume=True,
+                rerun_interrupted=rerun_interrupted,
+                verified=True,
+                supervisor=supervisor,
+            )

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import click
-import trio
-from ulid import ULID
 
-from orchestrator.cli.context import Workspace, common_options, open_workspace
-from orchestrator.cli.launch import launch
-from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
-from orchestrator.core import events as ev
-from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
-from orchestrator.core.plan import ResolvedPlan
-from orchestrator.errors import OwnershipError, UsageError
-from orchestrator.git.refs import branch_exists
-from orchestrator.git.repo import git
-from orchestrator.git.workspace import default_worktree_root
-from orchestrator.store.base import NewEvent
-from orchestrator.tmux.server import tmux_version
+from orchestrator.cli.options import common_options
+from orchestrator.runtime.supervisor_process import pending_supervisor
 
 
 @click.command()
@@ -34,93 +20,17 @@ def start(
     plan: Path, wait: bool, detach: bool, fresh: bool, repo: Path, store_url: str | None
 ) -> None:
     """Validate PLAN, create an execution and start its supervisor."""
-    with open_workspace(repo, store_url) as ws:
-        trio.run(tmux_version)  # refuse before anything is created, not once agents start
-        checked = trio.run(read_plan, plan, ws.paths)
-        interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
-        if interrupted is not None:
-            _offer_resume(ws, interrupted, checked.loaded.plan.name, wait=wait, detach=detach)
-            return
-        execution_id = trio.run(_create_execution, ws, checked)
-        launch(ws, execution_id, wait=wait, detach=detach)
+    # The supervisor process starts first, and its imports (~0.3 s) run beside ours: the
+    # work is imported only now, inside the command, for that reason.
+    with pending_supervisor() as supervisor:
+        from orchestrator.cli.new_execution import start_execution
 
-
-async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
-    plan_path = checked.path
-    plan = checked.loaded.plan
-    for warning in checked.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
-    if dirty.stdout.strip():
-        click.echo(
-            f"note: your checkout has uncommitted changes; the agents start from "
-            f"{checked.base_commit[:12] if checked.base_commit else 'the base'} without them",
-            err=True,
+        start_execution(
+            plan,
+            wait=wait,
+            detach=detach,
+            fresh=fresh,
+            repo=repo,
+            store_url=store_url,
+            supervisor=supervisor,
         )
-    require_runnable(plan)
-    assert checked.base_commit is not None
-    execution_id = str(ULID())
-    integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
-    if await branch_exists(ws.paths.toplevel, integration):
-        raise UsageError(
-            f"{plan_path}: integration branch '{integration}' already exists; delete it or "
-            "name another in the plan"
-        )
-    kairo_dir = ws.paths.git_common_dir / "kairo"
-    created = ev.ExecutionCreated(
-        plan=plan,
-        plan_path=str(await trio.Path(plan_path).resolve()),
-        repo_root=str(ws.paths.toplevel),
-        git_common_dir=str(ws.paths.git_common_dir),
-        base_commit=checked.base_commit,
-        integration_branch=integration,
-        tmux_socket=os.environ.get("KAIRO_TMUX_SOCKET") or None,
-        tmux_session=tmux_session_name(plan.name, execution_id),
-        worktree_root=str(_worktree_root(ws, plan, plan_path) / short_id(execution_id)),
-        run_root=str(kairo_dir / "runs" / execution_id),
-    )
-    record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
-    await trio.to_thread.run_sync(
-        lambda: ws.store.create_execution(execution_id, plan.name, "RUNNING", [record])
-    )
-    return execution_id
-
-
-def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
-    for row in ws.store.list_executions():
-        if row.plan_name == plan_name and ws.status_of(ws.state(row.execution_id), row) == "PAUSED":
-            return row.execution_id
-    return None
-
-
-def _offer_resume(
-    ws: Workspace, execution_id: str, plan_name: str, *, wait: bool, detach: bool
-) -> None:
-    """An interrupted execution of the same plan is resumed, not silently run again."""
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
-        if click.confirm(question, default=True):
-            launch(ws, execution_id, wait=wait, detach=detach, resume=True)
-            return
-        raise UsageError("nothing started: say `kairo-orch start --fresh` to start anew")
-    raise OwnershipError(
-        f"execution {execution_id} of plan {plan_name} was interrupted: "
-        f"`kairo-orch resume {short_id(execution_id)}` goes on with it, "
-        "or `kairo-orch start --fresh` starts a new one",
-        execution_id=execution_id,
-    )
-
-
-def _worktree_root(ws: Workspace, plan: ResolvedPlan, plan_path: Path) -> Path:
-    """The plan's worktree_root (relative to the repository root), else inside .git."""
-    if plan.worktree_root is None:
-        return default_worktree_root(ws.paths.git_common_dir)
-    root = (ws.paths.toplevel / plan.worktree_root).resolve()
-    inside_checkout = root == ws.paths.toplevel or ws.paths.toplevel in root.parents
-    inside_git_dir = root == ws.paths.git_common_dir or ws.paths.git_common_dir in root.parents
-    if inside_checkout and not inside_git_dir:
-        raise UsageError(
-            f"{plan_path}: worktree_root {plan.worktree_root} lies inside the working tree "
-            f"{ws.paths.toplevel}; it must lie outside it"
-        )
-    return root

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.context import Workspace, common_options, open_workspace
+from orchestrator.cli.context import Workspace, open_workspace
 from orchestrator.cli.launch import launch, wait_until_ended
+from orchestrator.cli.options import common_options
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ACTIVE, ExecutionState

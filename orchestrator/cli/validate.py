@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import trio
 
-from orchestrator.cli.context import common_options
+from orchestrator.cli.options import common_options
 from orchestrator.cli.plans import read_plan, require_runnable
 from orchestrator.cli.render import console
 from orchestrator.core.dag import merge_order

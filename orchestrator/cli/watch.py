@@ -11,9 +11,11 @@ from rich.console import Group
 from rich.live import Live
 
 from orchestrator.cli import render
-from orchestrator.cli.context import common_options, open_workspace
+from orchestrator.cli.context import open_workspace
+from orchestrator.cli.options import common_options
 from orchestrator.core.status import status_document
 from orchestrator.errors import UsageError
+from orchestrator.runtime.state_reader import advance_state
 from orchestrator.tmux.interactive import attach_session
 
 REFRESH_SECONDS = 0.5
@@ -42,10 +44,11 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
     """The supervisor window: every subtask's state, refreshed live."""
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)
+        state = ws.state(execution_id)
         with Live(auto_refresh=False, console=render.console()) as live:
             while True:
                 row = ws.row(execution_id)
-                state = ws.state(execution_id)
+                state = advance_state(ws.store, state)  # only what was appended since
                 document = status_document(
                     state,
                     status=ws.status_of(state, row),

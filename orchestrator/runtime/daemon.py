@@ -1,8 +1,11 @@
-"""The supervisor process: started detached by `start`, one per running execution.
+"""The supervisor process: one per running execution, started by `start` or `resume`.
 
 It is a session leader of its own (setsid), with no terminal, and its output goes to the
 execution's `supervisor.log`, so closing the terminal that started it kills nothing. It
 runs with the environment of the command that started it, which agents inherit in turn.
+It is usually started before its execution exists and handed it on stdin
+(supervisor_process.py); `python -m orchestrator.runtime.daemon ID --repo DIR` runs one
+directly.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,67 +27,19 @@ from orchestrator.errors import KairoError
 from orchestrator.git.repo import Identity, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edges import Edges, integration_checkout
-from orchestrator.runtime.journal import Journal, read_state
+from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.runtime.state_reader import read_state
 from orchestrator.runtime.supervisor import supervise
+from orchestrator.runtime.supervisor_process import AWAIT_HANDOVER, receive_handover
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
 log = structlog.get_logger(__name__)
 
 
-def supervisor_log_path(run_root: Path) -> Path:
-    return run_root / "supervisor.log"
-
-
 def report_path(run_root: Path) -> Path:
     return run_root / "report.md"
-
-
-def spawn_supervisor(
-    execution_id: str,
-    *,
-    repo_root: Path,
-    store_url: str | None,
-    run_root: Path,
-    handover_version: int,
-    resume: bool = False,
-    rerun_interrupted: bool = False,
-    stop: StopMode | None = None,
-) -> subprocess.Popen[bytes]:
-    """Start the supervisor detached from this terminal (its own session, no tty).
-
-    The caller has claimed the execution; `handover_version` passes that claim on.
-    """
-    run_root.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "orchestrator.runtime.daemon",
-        execution_id,
-        "--repo",
-        str(repo_root),
-        "--handover-version",
-        str(handover_version),
-    ]
-    if store_url:
-        argv += ["--store", store_url]
-    if resume:
-        argv.append("--resume")
-    if rerun_interrupted:
-        argv.append("--rerun-interrupted")
-    if stop is not None:
-        argv += ["--stop", stop]
-    with supervisor_log_path(run_root).open("ab") as log_file:
-        return subprocess.Popen(
-            argv,
-            cwd=repo_root,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
 
 
 def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
@@ -169,6 +123,12 @@ async def _remove_integration_checkout(edges: Edges, state: ExecutionState) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == [AWAIT_HANDOVER]:  # started ahead of its execution (supervisor_process.py)
+        handed_over = receive_handover()
+        if handed_over is None:
+            return 0  # the command that started it failed before it had an execution
+        argv = handed_over
     parser = argparse.ArgumentParser(prog="kairo-orch-supervisor")
     parser.add_argument("execution_id")
     parser.add_argument("--repo", type=Path, required=True)
@@ -178,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun-interrupted", action="store_true")
     parser.add_argument("--stop", choices=["graceful", "now"], default=None)
     args = parser.parse_args(argv)
+    os.chdir(args.repo)
     logs.configure(sys.stdout)
     try:
         return trio.run(

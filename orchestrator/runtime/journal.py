@@ -15,7 +15,7 @@ import trio
 
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
-from orchestrator.core.state import ExecutionState, apply, fold
+from orchestrator.core.state import ExecutionState, apply
 from orchestrator.errors import OwnershipError
 from orchestrator.runtime.ownership import HEARTBEAT_SECONDS, lease_deadline
 from orchestrator.store.base import ConcurrentUpdate, DurableExecutionStore, NewEvent, StoredEvent
@@ -23,23 +23,6 @@ from orchestrator.store.base import ConcurrentUpdate, DurableExecutionStore, New
 log = structlog.get_logger(__name__)
 
 CRASH_AFTER_VARIABLE = "KAIRO_FAULT_CRASH_AFTER_EVENT"
-
-
-def read_state(store: DurableExecutionStore, execution_id: str) -> ExecutionState:
-    """The folded state: from the latest checkpoint when it still matches the log."""
-    row = store.get_execution(execution_id)
-    restored = checkpoints.restore(row.checkpoint_json) if row is not None else None
-    if restored is not None:
-        state, seq, event_hash = restored
-        stored = store.read_events(execution_id, after_seq=seq - 1)
-        if stored and stored[0].seq == seq and stored[0].event_hash == event_hash:
-            for row_event in stored[1:]:
-                state = apply(
-                    state, ev.from_record(row_event.event_type, row_event.payload), row_event.seq
-                )
-            return state
-    stored = store.read_events(execution_id)
-    return fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
 
 
 class Journal:

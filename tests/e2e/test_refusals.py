@@ -3,11 +3,14 @@ nothing created: no branch, worktree, tmux session or execution."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.supervisor_process import AWAIT_HANDOVER
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = pytest.mark.slow
@@ -64,6 +67,25 @@ def assert_nothing_created(kairo: Kairo, repo: Path) -> None:
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert kairo.tmux_sessions() == []
     assert kairo.json("list") == []
+    # The supervisor process `start` set going before it checked anything is gone too.
+    deadline = time.monotonic() + 30
+    while waiting_supervisors(kairo) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert waiting_supervisors(kairo) == []
+
+
+def waiting_supervisors(kairo: Kairo) -> list[int]:
+    """Supervisor processes still waiting for an execution, started by this test's runs
+    (they inherit its environment, which names its own tmux socket)."""
+    found = []
+    marker = f"KAIRO_TMUX_SOCKET={kairo.socket}".encode()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if AWAIT_HANDOVER.encode() in (entry / "cmdline").read_bytes() and marker in (
+                entry / "environ"
+            ).read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
 
 
 @pytest.mark.parametrize("case", sorted(BAD_PLANS))

@@ -13,8 +13,9 @@ from orchestrator.core.commands import CreateIntegrationBranch
 from orchestrator.core.decide import decide
 from orchestrator.core.state import fold
 from orchestrator.errors import OwnershipError
-from orchestrator.runtime.journal import Journal, read_state
+from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.runtime.state_reader import advance_state, read_state
 from orchestrator.store.base import NewEvent
 from orchestrator.store.sqlite import SqliteStore
 from tests.core.test_decide import World, plan, run, start, subtask
@@ -32,6 +33,7 @@ def recorded_run(tmp_path: Path) -> tuple[SqliteStore, str, list[ev.ExecutionEve
 async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(tmp_path: Path) -> None:
     store, execution_id, _ = recorded_run(tmp_path)
     state = read_state(store, execution_id)
+    before = state
     row = claim(store, execution_id, owner="host:1", status="RUNNING")
     journal = Journal(store, state, owner="host:1", version=row.version)
     world = World(conflicts=["c"])
@@ -58,6 +60,8 @@ async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(tmp_path: 
     stored = store.read_events(execution_id)
     refolded = fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
     assert read_state(store, execution_id) == refolded == journal.state
+    # What a poll does: the state read before the run, moved on by the new events only.
+    assert advance_state(store, before) == journal.state
 
 
 def test_a_checkpoint_that_does_not_match_the_log_is_ignored(tmp_path: Path) -> None:
