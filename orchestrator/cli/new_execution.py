@@ -22,7 +22,7 @@ from orchestrator.git.repo import git
 from orchestrator.git.workspace import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store.base import NewEvent
-from orchestrator.tmux.server import tmux_version
+from orchestrator.tmux.interactive import tmux_version
 
 
 def start_execution(
@@ -36,7 +36,7 @@ def start_execution(
     supervisor: PendingSupervisor,
 ) -> None:
     with open_workspace(repo, store_url) as ws:
-        trio.run(tmux_version)  # refuse before anything is created, not once agents start
+        tmux_version()  # refuse before anything is created, not once agents start
         checked = trio.run(read_plan, plan, ws.paths)
         interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
         if interrupted is not None:

@@ -19,7 +19,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import KairoError
+from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import commits_between, diffstat
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
@@ -96,10 +96,16 @@ async def _prepare_workspace(
     sid = command.subtask_id
     branch = subtask_branch(state.plan.name, state.execution_id, sid)
     path = Path(state.created.worktree_root) / sid
-    # A crash may have cut an earlier create short: finish that one rather than fail.
-    workspace = await edges.workspaces.adopt(sid, branch, path)
-    if workspace is None:
+    try:
         workspace = await edges.workspaces.create(sid, branch, command.start_commit, path)
+    except StepFailed:
+        # A crash may have cut an earlier create short (its branch is there, the only one
+        # of that name): finish that one. Tried second, so that a first create runs no
+        # git process for it.
+        adopted = await edges.workspaces.adopt(sid, branch, path)
+        if adopted is None:
+            raise
+        workspace = adopted
     setup = state.plan.worktree
     copied = await copy_files(
         edges.repo_root, workspace.path, setup.copy_files, workspace.base_commit

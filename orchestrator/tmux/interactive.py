@@ -1,6 +1,7 @@
 """The synchronous, terminal-facing side of tmux that the CLI uses outside any trio run.
 
-`has_session_sync` goes through libtmux, the project's tmux library for blocking calls.
+`tmux_version` is the check `start` makes before it creates anything. `has_session_sync`
+goes through libtmux, the project's tmux library for blocking calls.
 `attach_session` does not: libtmux runs every tmux command with captured output, and an
 attached client needs the user's terminal as its stdin and stdout.
 """
@@ -11,7 +12,33 @@ import os
 import subprocess
 
 from orchestrator.errors import EnvironmentProblem, StepFailed
-from orchestrator.tmux.layout import check_session_name, not_installed, session_target
+from orchestrator.tmux.layout import (
+    MIN_VERSION,
+    check_session_name,
+    not_installed,
+    parse_version,
+    session_target,
+)
+
+
+def tmux_version(tmux_bin: str = "tmux") -> tuple[int, int]:
+    """The installed tmux's (major, minor); EnvironmentProblem if missing or too old.
+
+    3.2 is the floor: `new-session -e` appeared in 3.2, and libtmux 0.62 (behind the CLI's
+    synchronous queries) supports tmux 3.2a and later only.
+    """
+    try:
+        result = subprocess.run([tmux_bin, "-V"], capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(not_installed(tmux_bin)) from exc
+    try:
+        version = parse_version(result.stdout)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"{exc}; kairo-orch needs tmux 3.2 or newer.") from exc
+    if version < MIN_VERSION:
+        found = result.stdout.strip()
+        raise EnvironmentProblem(f"{found} is too old: kairo-orch needs tmux 3.2 or newer.")
+    return version
 
 
 def has_session_sync(socket_name: str | None, name: str, *, tmux_bin: str = "tmux") -> bool:

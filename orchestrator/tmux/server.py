@@ -32,30 +32,13 @@ _GONE_POLL_SECONDS: Final = 0.01
 _KILL_SERVER_TIMEOUT: Final = 5.0
 _RELEASE_GRACE: Final = 1.0
 
-__all__ = ["PaneInfo", "PaneRef", "TmuxServer", "tmux_version"]
+__all__ = ["PaneInfo", "PaneRef", "TmuxServer"]
 
 
 @dataclasses.dataclass(slots=True)
 class _Packing:
     window: AgentWindow | None
     next_number: int
-
-
-async def tmux_version(tmux_bin: str = "tmux") -> tuple[int, int]:
-    """The installed tmux's (major, minor); EnvironmentProblem if missing or too old.
-
-    3.2 is the floor: `new-session -e` appeared in 3.2, and libtmux 0.62 (behind the CLI's
-    synchronous queries) supports tmux 3.2a and later only.
-    """
-    result = await _run_client([tmux_bin, "-V"], tmux_bin=tmux_bin, env=None)
-    try:
-        version = layout.parse_version(result.stdout.decode())
-    except ValueError as exc:
-        raise EnvironmentProblem(f"{exc}; kairo-orch needs tmux 3.2 or newer.") from exc
-    if version < layout.MIN_VERSION:
-        found = result.stdout.decode().strip()
-        raise EnvironmentProblem(f"{found} is too old: kairo-orch needs tmux 3.2 or newer.")
-    return version
 
 
 class TmuxServer:

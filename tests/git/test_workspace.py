@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,24 @@ async def test_providers_of_one_repository_share_their_lock(repo: Path, tmp_path
     assert a._lock is b._lock
     own = trio.Lock()
     assert LocalWorktreeProvider(repo, lock=own)._lock is own
+
+
+def _lsattr_flags(directory: Path) -> str | None:
+    done = subprocess.run(["lsattr", "-d", str(directory)], capture_output=True, text=True)
+    return done.stdout.split()[0] if done.returncode == 0 and done.stdout else None
+
+
+async def test_the_directory_made_for_worktrees_spreads_them_over_block_groups(
+    repo: Path, worktree_root: Path
+) -> None:
+    if shutil.which("lsattr") is None or _lsattr_flags(worktree_root.parent) is None:
+        pytest.skip("no lsattr, or a filesystem without ext4's attributes")
+    provider = provider_for(repo)
+    made_here = worktree_root / "execution"  # a directory create makes: it gets the flag
+    await provider.create("s1", "kairo/s1", "main", made_here / "s1")
+    flags = _lsattr_flags(made_here)
+    assert flags is not None and "T" in flags
+    # A directory that was there already (the user's, maybe) is left as it was.
+    before = _lsattr_flags(worktree_root)
+    await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    assert _lsattr_flags(worktree_root) == before

@@ -10,7 +10,8 @@ import pytest
 import trio
 
 from orchestrator.errors import EnvironmentProblem, StepFailed
-from orchestrator.tmux.server import TmuxServer, tmux_version
+from orchestrator.tmux.interactive import tmux_version
+from orchestrator.tmux.server import TmuxServer
 from tests.tmux.conftest import eventually, process_gone, tmux_out
 
 IDLE = ["sleep", "600"]
@@ -303,18 +304,18 @@ async def test_wait_for_without_a_server_fails(tmux: TmuxServer) -> None:
         await tmux.wait_for("ch")
 
 
-async def test_tmux_version() -> None:
-    assert await tmux_version() >= (3, 2)
+def test_tmux_version() -> None:
+    assert tmux_version() >= (3, 2)
 
 
-async def test_tmux_version_refuses_a_missing_or_old_tmux(tmp_path: Path) -> None:
+def test_tmux_version_refuses_a_missing_or_old_tmux(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem, match="tmux is not installed"):
-        await tmux_version(str(tmp_path / "tmux"))
+        tmux_version(str(tmp_path / "tmux"))
     old = tmp_path / "old-tmux"
     old.write_text("#!/bin/sh\necho 'tmux 2.9a'\n")
     old.chmod(0o755)
     with pytest.raises(EnvironmentProblem, match=r"tmux 2\.9a is too old"):
-        await tmux_version(str(old))
+        tmux_version(str(old))
 
 
 async def test_a_missing_tmux_is_an_environment_problem() -> None:
