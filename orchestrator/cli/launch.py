@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from contextlib import ExitStack
@@ -70,7 +69,7 @@ def launch(
             stop=stop,
         )
         supervisor.hand_over(arguments, log_path=supervisor_log_path(run_root))
-        _wait_until_supervised(ws, state, supervisor.process)
+        _wait_until_supervised(ws, state, supervisor)
     if stop is not None:
         return  # `stop` says what happens next
     verb = "resumed" if resume else "started"
@@ -92,20 +91,23 @@ def launch(
 
 
 def _wait_until_supervised(
-    ws: Workspace, state: ExecutionState, supervisor: subprocess.Popen[bytes]
+    ws: Workspace, state: ExecutionState, supervisor: PendingSupervisor
 ) -> None:
     # Its supervisor_started event, not the row's owner: a quick execution may be over,
     # its ownership let go, before we look. Each look reads only the new events.
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    failure = None
     while time.monotonic() < deadline:
         state = advance_state(ws.store, state)
-        if state.supervisor_pid == supervisor.pid:
+        if state.supervisor_pid == supervisor.process.pid:
             return
-        if supervisor.poll() is not None:
+        failure = supervisor.failure()
+        if failure is not None:
             break
         time.sleep(POLL_S)
+    said = f" ({failure})" if failure else ""
     raise EnvironmentProblem(
-        f"the supervisor of {state.execution_id} did not start; its log is "
+        f"the supervisor of {state.execution_id} did not start{said}; its log is "
         f"{supervisor_log_path(Path(state.created.run_root))}",
         execution_id=state.execution_id,
     )
@@ -134,7 +136,8 @@ def wait_until_ended(
             return 0 if state.ended in success else EXIT_FAILED
         row = ws.row(execution_id)
         # The supervisor lets go of the row right after it appends the end: read again.
-        if not owner_alive(row) and advance_state(ws.store, state).ended is None:
+        state = advance_state(ws.store, state)
+        if not owner_alive(row) and state.ended is None:
             status = effective_status(state, supervisor_alive=False)
             click.echo(
                 f"kairo-orch: the supervisor of {execution_id} died before the execution "

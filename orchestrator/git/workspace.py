@@ -14,6 +14,7 @@ import fcntl
 import functools
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -193,7 +194,7 @@ class LocalWorktreeProvider:
 
     async def _fill(self, path: Path) -> None:
         """Write the files of a worktree added without them (`reset --hard` in it, which
-        fills its own index), as many at once as there are cores.
+        fills its own index), as many at once as there are cores (two at least).
 
         The cost is the kernel's, creating files (ext4's inode allocation, mostly). Two
         fills in one block group contend for it: on 2 cores, 16 fills of a 2,000-file tree
@@ -275,10 +276,14 @@ def _prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> 
     # it might be someone's data.
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise StepFailed(f"cannot create a worktree at {path}: something is there already")
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _spread_subdirectories(path.parent)
+    with _making_parents:  # the flag set before any worktree goes in: creates run in threads
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _spread_subdirectories(path.parent)
     return path
+
+
+_making_parents = threading.Lock()
 
 
 # ext4's "top of a directory hierarchy" flag (chattr +T): the directories made in a

@@ -54,6 +54,7 @@ def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> 
     argv = [
         *([nice, "-n", "10"] if nice else []),
         sys.executable,
+        "-P",  # it runs in the repository: its own `orchestrator/` must not shadow ours
         "-m",
         "orchestrator.cli.main",
         "watch",

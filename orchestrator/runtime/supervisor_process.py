@@ -70,7 +70,9 @@ class PendingSupervisor:
 
     def __init__(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.runtime.daemon", AWAIT_HANDOVER],
+            # -P: the current directory (the user's) is not searched for modules, so a
+            # project with a top-level `orchestrator/` of its own cannot shadow ours.
+            [sys.executable, "-P", "-m", "orchestrator.runtime.daemon", AWAIT_HANDOVER],
             stdin=subprocess.PIPE,
             # Only a failure to start writes here (an import error, say): it is what the
             # user is told. After the handover its output goes to its log.
@@ -108,10 +110,20 @@ class PendingSupervisor:
         if self._process.stdout is not None:
             self._process.stdout.close()
 
+    def failure(self) -> str | None:
+        """Why it is gone, once it exited: what it said (the end of an import error's
+        traceback, say, written before it had a log), else its exit status."""
+        if self._process.poll() is None:
+            return None
+        return self._last_words()
+
     def _last_words(self) -> str:
-        assert self._process.stdout is not None
-        with self._process.stdout as output:
-            lines = output.read().decode(errors="replace").strip().splitlines()
+        output = self._process.stdout
+        if output is None or output.closed:
+            lines = []
+        else:
+            with output:
+                lines = output.read().decode(errors="replace").strip().splitlines()
         if lines:
             return lines[-1]
         status = self._process.returncode

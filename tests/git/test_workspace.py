@@ -72,7 +72,9 @@ async def test_worktrees_created_concurrently(repo: Path, worktree_root: Path, c
 
 async def test_existing_branch_is_refused_with_context(repo: Path, worktree_root: Path) -> None:
     run(repo, "branch", "taken")
-    with pytest.raises(StepFailed, match="already exists") as info:
+    with pytest.raises(
+        StepFailed, match="branch 'taken' already exists; it was not reused"
+    ) as info:
         await provider_for(repo).create("s1", "taken", "main", worktree_root / "s1")
     assert (info.value.branch, info.value.subtask_id) == ("taken", "s1")
     assert not (worktree_root / "s1").exists()
@@ -158,11 +160,21 @@ def _lsattr_flags(directory: Path) -> str | None:
     return done.stdout.split()[0] if done.returncode == 0 and done.stdout else None
 
 
+def _top_directory_flag_works(where: Path) -> bool:
+    probe = where / "probe"
+    probe.mkdir()
+    try:
+        done = subprocess.run(["chattr", "+T", str(probe)], capture_output=True, check=False)
+        return done.returncode == 0 and "T" in (_lsattr_flags(probe) or "")
+    finally:
+        probe.rmdir()
+
+
 async def test_the_directory_made_for_worktrees_spreads_them_over_block_groups(
-    repo: Path, worktree_root: Path
+    repo: Path, worktree_root: Path, tmp_path: Path
 ) -> None:
-    if shutil.which("lsattr") is None or _lsattr_flags(worktree_root.parent) is None:
-        pytest.skip("no lsattr, or a filesystem without ext4's attributes")
+    if shutil.which("chattr") is None or not _top_directory_flag_works(tmp_path):
+        pytest.skip("no chattr, or a file system without ext4's top-directory flag")
     provider = provider_for(repo)
     made_here = worktree_root / "execution"  # a directory create makes: it gets the flag
     await provider.create("s1", "kairo/s1", "main", made_here / "s1")
@@ -172,3 +184,22 @@ async def test_the_directory_made_for_worktrees_spreads_them_over_block_groups(
     before = _lsattr_flags(worktree_root)
     await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
     assert _lsattr_flags(worktree_root) == before
+
+
+async def test_a_create_cut_short_after_the_add_is_refused_then_adopted(
+    repo: Path, worktree_root: Path
+) -> None:
+    # What a crash between `worktree add --no-checkout` and the fill leaves: the branch and
+    # an empty worktree. create refuses it (PrepareWorkspace then adopts); adopt fills it.
+    path = worktree_root / "s1"
+    run(repo, "worktree", "add", "--no-checkout", "-b", "kairo/s1", str(path), "main")
+    provider = provider_for(repo)
+    with pytest.raises(StepFailed):
+        await provider.create("s1", "kairo/s1", "main", path)
+    adopted = await provider.adopt("s1", "kairo/s1", path)
+    assert adopted is not None and adopted.path == path.resolve()
+    assert adopted.base_commit == await rev_parse(repo, "main")
+    assert (path / "README.md").is_file()
+    assert (await git("status", "--porcelain", cwd=path)).stdout == ""
+    # With no branch of that name there is nothing to finish.
+    assert await provider.adopt("s2", "kairo/s2", worktree_root / "s2") is None

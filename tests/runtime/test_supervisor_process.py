@@ -16,8 +16,12 @@ WAIT_S = 60  # its imports take ~0.3 s on a quiet machine; CI may be anything bu
 
 def test_an_abandoned_supervisor_process_exits_by_itself_and_quietly() -> None:
     with pending_supervisor() as supervisor:
-        pass  # the command failed (a bad plan, say) before it had an execution
-    assert supervisor.process.wait(timeout=WAIT_S) == 0
+        # The command failed (a bad plan, say) before it had an execution.
+        assert supervisor.process.stdin is not None and supervisor.process.stdout is not None
+        supervisor.process.stdin.close()
+        assert supervisor.process.wait(timeout=WAIT_S) == 0
+        assert supervisor.process.stdout.read() == b""
+        assert supervisor.failure() == "it exited with status 0 and said nothing"
 
 
 def test_a_handover_moves_the_supervisors_output_to_its_log(tmp_path: Path) -> None:
@@ -38,6 +42,7 @@ def test_a_handover_to_a_supervisor_process_that_died_is_an_environment_problem(
     tmp_path: Path,
 ) -> None:
     with pending_supervisor() as supervisor:
+        assert supervisor.failure() is None  # still importing, or waiting
         supervisor.process.send_signal(signal.SIGKILL)
         supervisor.process.wait(timeout=WAIT_S)
         with pytest.raises(EnvironmentProblem, match="could not start: it was killed by signal 9"):
