@@ -67,6 +67,10 @@ class TmuxServer:
         self._env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         self._lock = trio.Lock()
         self._packing: dict[str, _Packing] = {}
+        # The title each pane was last given here: the supervisor retitles after every
+        # event, and most leave the title as it was (one tmux client each, for nothing).
+        # Only we write @kairo_title, which the border shows, so nobody else changes it.
+        self._titles: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"TmuxServer(socket_name={self.socket_name!r})"
@@ -122,13 +126,15 @@ class TmuxServer:
         directory = os.fspath(cwd)
         async with self._lock:
             try:
-                return await self._open_agent_pane(
+                ref = await self._open_agent_pane(
                     session, title, command, directory, panes_per_window
                 )
             except BaseException:
                 # Cancelled or failed midway, the pane may exist or not: ask tmux next time.
                 self._packing.pop(session, None)
                 raise
+        self._titles[ref.pane_id] = title
+        return ref
 
     async def _open_agent_pane(
         self,
@@ -169,13 +175,18 @@ class TmuxServer:
         return _Packing(window, number)
 
     async def set_pane_title(self, pane_id: str, title: str) -> None:
-        """Retitle a pane. A pane that is gone is not an error: a title is cosmetic."""
+        """Retitle a pane (not again with the title it has). A pane that is gone is not an
+        error: a title is cosmetic."""
+        if self._titles.get(pane_id) == title:
+            return
         try:
             await self._run(layout.chain(*layout.title_commands(["-t", pane_id], title)))
         except StepFailed as error:
             if "can't find pane" not in error.message:
                 raise
             log.info("tmux_pane_gone", pane_id=pane_id)
+        else:
+            self._titles[pane_id] = title
 
     async def has_session(self, name: str) -> bool:
         """Whether session `name` exists (False, too, when no server runs)."""

@@ -194,6 +194,27 @@ async def test_set_pane_title_and_a_pane_that_is_gone(tmux: TmuxServer, tmp_path
     await tmux.set_pane_title(pane_id, "too late")  # cosmetic: no error
 
 
+async def test_a_pane_is_not_retitled_with_the_title_it_has(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    ref = await tmux.open_agent_pane("kairo-t", title="a · running", command=IDLE, cwd=tmp_path)
+
+    async def shown() -> str:
+        return (
+            await tmux_out(tmux, "show-options", "-p", "-v", "-t", ref.pane_id, "@kairo_title")
+        ).strip()
+
+    # Changed behind its back, so that a tmux call for the same title would show.
+    await tmux_out(tmux, "set-option", "-p", "-t", ref.pane_id, "@kairo_title", "moved")
+    await tmux.set_pane_title(ref.pane_id, "a · running")  # the title it was opened with
+    assert await shown() == "moved"
+    await tmux.set_pane_title(ref.pane_id, "a · verifying")
+    assert await shown() == "a · verifying"
+    await tmux.set_pane_title(ref.pane_id, "a · running")
+    assert await shown() == "a · running"
+
+
 async def test_kill_session_is_idempotent(tmux: TmuxServer, tmp_path: Path) -> None:
     await _session(tmux, tmp_path, "kairo-a")
     await _session(tmux, tmp_path, "kairo-b")
