@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import StepFailed, UsageError
-from orchestrator.git.refs import is_ancestor, read_refs, rev_parse, tree_of, update_ref
+from orchestrator.git.refs import (
+    is_ancestor,
+    is_full_oid,
+    read_refs,
+    rev_parse,
+    tree_of,
+    update_ref,
+)
 from orchestrator.git.repo import Identity, first_line, git
 
 _KIND = re.compile(r"^CONFLICT \(([^)]+)\)")
@@ -125,9 +132,6 @@ async def integration_tree(repo_root: Path, ref: str) -> str:
     return await tree_of(repo_root, ref)
 
 
-_FULL_OID = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
-
-
 def _missing(repo_root: Path, rev: str) -> str:
     return f"{rev!r} does not name a commit in the repository at {repo_root}"
 
@@ -168,7 +172,7 @@ async def merge_branch(
         # Both come from the supervisor, not the user: a missing one is a failed step.
         raise StepFailed(_missing(repo_root, target_ref), branch=branch)
     previous = target.oid
-    if _FULL_OID.fullmatch(source_commit):
+    if is_full_oid(source_commit):
         # An oid never moves: merge-tree and commit-tree may each read it, and a missing
         # one fails merge-tree (below). The supervisor always merges a recorded oid.
         source = f"{source_commit}^{{commit}}"

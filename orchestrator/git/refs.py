@@ -7,6 +7,7 @@ other: the loser gets a `StepFailed` and the ref keeps the winner's value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,14 @@ def _require_full_ref(ref: str) -> None:
     # than moving the branch; only full names are unambiguous.
     if not ref.startswith("refs/"):
         raise ValueError(f"expected a full ref name such as refs/heads/x, got {ref!r}")
+
+
+_FULL_OID = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")  # SHA-1 or SHA-256
+
+
+def is_full_oid(rev: str) -> bool:
+    """Whether `rev` is a whole object id, which names one object and never moves."""
+    return _FULL_OID.fullmatch(rev) is not None
 
 
 async def rev_parse(cwd: Path, rev: str) -> str:

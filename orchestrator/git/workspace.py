@@ -13,7 +13,6 @@ import enum
 import fcntl
 import functools
 import os
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import ClassVar, Protocol
 import trio
 
 from orchestrator.errors import StepFailed
-from orchestrator.git.refs import branch_exists, rev_parse
+from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import discover_repo, error_context, git
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
@@ -93,7 +92,7 @@ class LocalWorktreeProvider:
             # An oid needs no lookup (the add itself fails on a missing one); a name does.
             base = (
                 base_commit
-                if _OID.fullmatch(base_commit)
+                if is_full_oid(base_commit)
                 else await rev_parse(self.repo_root, base_commit)
             )
             try:
@@ -231,9 +230,6 @@ class LocalWorktreeProvider:
             if field.startswith("worktree ")
         ]
         return set(await trio.to_thread.run_sync(lambda: [_resolve(p) for p in listed]))
-
-
-_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @functools.cache
