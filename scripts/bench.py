@@ -61,7 +61,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,8 @@ class Figure:
     value: float
     baseline: float | None
     samples: tuple[float, ...]  # every measured run, for the table's spread column
+    # Further medians that explain the figure, written to bench.json beside it.
+    details: dict[str, float] = field(default_factory=dict)
 
     @property
     def unit(self) -> str:
@@ -165,6 +167,7 @@ class Figure:
             "unit": self.unit,
             "target": self.target.text,
             "ok": self.target.holds(self.value, ratio),
+            **{key: _round(value) for key, value in self.details.items()},
         }
 
 
@@ -257,6 +260,38 @@ def process_alive(pid: int) -> bool:
         return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
     except OSError:
         return False
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (all cores, /proc/stat);
+    None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            ticks = [int(t) for t in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle, iowait = ticks[3], ticks[4]
+    return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
+class BusyCpu:
+    """The machine's busy CPU seconds over each run of a measurement, for its medians."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._start: float | None = None
+
+    def begin(self) -> None:
+        self._start = machine_busy_s()
+
+    def end(self) -> None:
+        now = machine_busy_s()
+        if self._start is not None and now is not None:
+            self.samples.append(now - self._start)
+
+    def median_of_last(self, runs: int) -> float | None:
+        measured = self.samples[-runs:]  # the warm-ups came first
+        return statistics.median(measured) if len(measured) == runs else None
 
 
 def kill(pid: int) -> None:
@@ -483,17 +518,25 @@ def started_agents(repo: Path) -> int:
 
 def bench_fanout(lab: Lab, sizes: Sizes) -> Figure:
     """`start` until every agent's process runs, against a shell loop doing the same by
-    hand: one `git worktree add` (with its checkout) and one `tmux new-window` each."""
+    hand: one `git worktree add` (with its checkout) and one `tmux new-window` each.
+
+    bench.json also gets the machine's busy CPU seconds over each (`cpu_s`,
+    `baseline_cpu_s`): the loop keeps one core busy, kairo both, so on a machine of few
+    cores the CPU kairo spends beside git's, not its waiting, is what sets the ratio.
+    """
     n = sizes.fanout
     template = lab.template(sizes.repo_files)
+    ours, theirs = BusyCpu(), BusyCpu()
 
     def kairo() -> float:
         repo = lab.copy_of(template, "fanout")
         plan = write_plan(repo, "fanout", n, SLEEPING_AGENT, max_parallel=n)
+        ours.begin()
         t0 = time.perf_counter()
         lab.kairo("start", str(plan), "--detach", cwd=repo)
         wait_until(f"{n} agents to start", lambda: started_agents(repo) >= n)
         elapsed = time.perf_counter() - t0
+        ours.end()
         lab.retire(repo)
         return elapsed
 
@@ -511,15 +554,23 @@ def bench_fanout(lab: Lab, sizes: Sizes) -> Figure:
                     "sh -c 'touch {markers}/$i; exec {SLEEPING_AGENT}'"
             done
         """
+        theirs.begin()
         t0 = time.perf_counter()
         lab.bash(script, repo)
         wait_until(f"{n} sleeps to start", lambda: sum(1 for _ in markers.iterdir()) >= n)
         elapsed = time.perf_counter() - t0
+        theirs.end()
         lab.tmux("kill-session", "-t", "=bench-fanout")
         lab.retire(repo)
         return elapsed
 
-    return repeat("fanout_16", sizes, alternate(kairo, by_hand))
+    figure = repeat("fanout_16", sizes, alternate(kairo, by_hand))
+    cpu = ours.median_of_last(sizes.runs)
+    baseline_cpu = theirs.median_of_last(sizes.runs)
+    if cpu is None or baseline_cpu is None:
+        return figure
+    note(f"fanout_16 CPU (the whole machine): {cpu:.3g} s, baseline {baseline_cpu:.3g} s")
+    return replace(figure, details={"cpu_s": cpu, "baseline_cpu_s": baseline_cpu})
 
 
 def _safe_point_event(i: int) -> Any:
