@@ -16,8 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
-
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
 
 #: `git merge-tree --write-tree`, which integration depends on, appeared in git 2.38.
@@ -146,6 +144,10 @@ async def git(
     Output is decoded as UTF-8 with `surrogateescape`, so a path that is not valid UTF-8
     still round-trips when it is passed back to git.
     """
+    # Imported here: `status` and the live view use only this module's synchronous half,
+    # and trio would be ~40 ms of their start-up (callers of this one have trio already).
+    import trio
+
     try:
         done = await trio.run_process(
             ["git", *_GLOBAL_OPTIONS, *args],
