@@ -386,7 +386,7 @@ class Lab:
         tens of thousands of files makes creating files near them several times slower
         for minutes after, which would slow every later run of every measurement.
         """
-        for pid in self._pids_under(repo.parent):
+        for pid in self.pids_under(repo.parent):
             kill(pid)
         for session in self._sessions(repo):
             self.tmux("kill-session", "-t", f"={session}")
@@ -440,7 +440,7 @@ class Lab:
         finally:
             db.close()
 
-    def _pids_under(self, directory: Path) -> list[int]:
+    def pids_under(self, directory: Path) -> list[int]:
         """Processes started here whose cwd or command line is under `directory`:
         supervisors (`--repo DIR`), runners and agents (their worktree)."""
         found = []
@@ -455,7 +455,7 @@ class Lab:
         return found
 
     def close(self) -> None:
-        for pid in self._pids_under(self.root):
+        for pid in self.pids_under(self.root):
             kill(pid)
         self.tmux("kill-server")
         wait_until(
