@@ -1,6 +1,6 @@
 """The in-pane runner: wraps one agent attempt inside its tmux pane and records how it ended.
 
-    python -m agents.runner SPEC_PATH        (the supervisor uses `runner_argv`, see below)
+    python -I -S -c "...; from agents.runner import main; ..." SPEC_PATH   (`runner_argv`)
 
 The supervisor is not the agent's parent (the pane is), so it cannot `wait()` for it. This
 runner is: it starts the agent, tees its output to the pane and to a log, and writes two
@@ -33,17 +33,16 @@ Standard library only, and nothing imported that is not used: this starts once p
 and sits in front of the agent's startup (about 15 ms all told; see the module's tests).
 """
 
-# pathlib would cost ~3 ms of the runner's ~15 ms startup; os.path is free:
-# ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120
+# pathlib would cost ~3 ms of the runner's startup; os.path is free. contextlib likewise
+# (collections, functools); a try/except-pass is free:
+# ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120, SIM105
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -86,11 +85,17 @@ _REQUIRED = {
 def runner_argv(spec_path: str, *, python: str = sys.executable) -> list[str]:
     """The pane command that runs this runner on `spec_path`.
 
-    The file is run by path under `-I -S` rather than `-m agents.runner`: the pane's cwd is a
-    worktree of the user's repository, which may well hold an `agents/` package of its own,
-    and no site-packages are needed (it also saves ~5 ms).
+    Under `-I -S`, with this package's directory put first on sys.path by hand, rather than
+    `-m agents.runner`: the pane's cwd is a worktree of the user's repository, which may
+    well hold an `agents/` package of its own, and no site-packages are needed (~5 ms).
+    Imported, not run by path, so that its cached bytecode is used (~2 ms of compiling).
     """
-    return [python, "-I", "-S", os.path.abspath(__file__), spec_path]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {root!r}); "
+        "from agents.runner import main; sys.exit(main())"
+    )
+    return [python, "-I", "-S", "-c", bootstrap, spec_path]
 
 
 def write_json_atomic(path: str, record: object) -> None:
@@ -163,8 +168,10 @@ class _Tee:
 
     def close(self) -> None:
         if self.log_fd is not None:
-            with contextlib.suppress(OSError):
+            try:
                 os.fsync(self.log_fd)
+            except OSError:
+                pass
             os.close(self.log_fd)
 
     def text(self) -> str:
@@ -182,8 +189,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _killpg(pgid: int, sig: int) -> None:
     # Either error means the group is gone (macOS answers EPERM for a group of zombies).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class _State:
@@ -197,26 +206,60 @@ def _on_stop(signum: int, _frame: object) -> None:
         _State.stop_signal = signum
 
 
-def _supervise(proc: subprocess.Popen[bytes], tee: _Tee, wake_r: int, grace: float) -> bool:
+def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, int]:
+    """Start the agent in a session of its own, in `cwd`, with `env`, stdin /dev/null and
+    stdout and stderr on a pipe; return its pid and the pipe's read end.
+
+    posix_spawn, not subprocess: importing subprocess (threading, selectors, contextlib) was
+    about a third of this runner's start-up, paid by every agent of a fan-out. It has no
+    working-directory action, so the runner itself steps into `cwd` for the spawn. An
+    error (no such program or directory) is raised as the OSError it is.
+    """
+    out_r, out_w = os.pipe()  # both close on exec; dup2 makes the agent's 1 and 2 its own
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.chdir(cwd)
+        pid = os.posix_spawnp(
+            argv[0],
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, out_w, 2),
+            ],
+            setsid=True,
+            # Python ignores these; an ignored signal stays ignored across exec.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    except BaseException:
+        os.close(out_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.fchdir(here)
+        os.close(here)
+    return pid, out_r
+
+
+def _supervise(pid: int, out_fd: int | None, tee: _Tee, wake_r: int, grace: float) -> bool:
     """Copy output until the agent and its group are done; return whether SIGKILL was needed.
 
     The agent is left unreaped (waitid WNOWAIT) until the end, so that its pid, which is the
     group id, cannot be reused by an unrelated process while we still signal the group.
     """
-    assert proc.stdout is not None
-    out_fd: int | None = proc.stdout.fileno()
     exited = False
     term_at: float | None = None
     kill_at: float | None = None
     while True:
         now = time.monotonic()
         if not exited:
-            exited = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         if term_at is None and (exited or _State.stop_signal is not None):
-            _killpg(proc.pid, signal.SIGTERM)
+            _killpg(pid, signal.SIGTERM)
             term_at = now
         if term_at is not None and kill_at is None and now >= term_at + grace:
-            _killpg(proc.pid, signal.SIGKILL)
+            _killpg(pid, signal.SIGKILL)
             kill_at = now
         # Done once the agent exited and nobody holds the pipe open (EOF), or after SIGKILL
         # plus a short drain.
@@ -235,6 +278,7 @@ def _supervise(proc: subprocess.Popen[bytes], tee: _Tee, wake_r: int, grace: flo
             if chunk:
                 tee.write(chunk)
             else:
+                os.close(out_fd)
                 out_fd = None
 
 
@@ -255,26 +299,17 @@ def run(spec: RunnerSpec) -> int:
     code: int
     sig: int | None = None
     try:
-        proc = subprocess.Popen(
-            spec["argv"],
-            cwd=spec["cwd"],
-            env=spec["env"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        pid, out_fd = _spawn(spec["argv"], spec["cwd"], spec["env"])
     except OSError as exc:
         tee.write(f"kairo runner: cannot start {spec['argv'][0]!r}: {exc}\n".encode())
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
     else:
-        started.update(agent_pid=proc.pid, pgid=proc.pid)
+        started.update(agent_pid=pid, pgid=pid)
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
-        killed = _supervise(proc, tee, wake_r, float(spec.get("grace_seconds", GRACE_SECONDS)))
-        returncode = proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        grace = float(spec.get("grace_seconds", GRACE_SECONDS))
+        killed = _supervise(pid, out_fd, tee, wake_r, grace)
+        returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         code, sig = (128 - returncode, -returncode) if returncode < 0 else (returncode, None)
     tee.close()
     write_json_atomic(
@@ -303,13 +338,19 @@ def _wake(spec: RunnerSpec) -> None:
     argv = [spec.get("tmux_bin", "tmux"), *(["-L", socket] if socket else []), "wait-for", "-S"]
     # Failing to wake is not fatal: the exit file is written and the supervisor polls for it.
     # Without -L, tmux uses $TMUX, which inside the pane names the pane's own server.
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+    import subprocess  # here: the agent has ended, nothing waits on this runner's start-up
+
+    try:
         subprocess.run([*argv, channel], stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def _footer(fd: int, line: str) -> None:
-    with contextlib.suppress(OSError):
+    try:
         _write_all(fd, line.encode())
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,7 +49,7 @@ def kind_of(pid: int) -> str:
         return "supervisor"
     if "orchestrator.cli.main watch" in line:
         return "live view"
-    if "agents/runner.py" in line:
+    if "agents.runner" in line:
         return "runners"
     return Path(argv[0].decode(errors="replace")).name or "gone"
 

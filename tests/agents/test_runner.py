@@ -133,6 +133,31 @@ async def test_a_missing_program(tmux: TmuxServer, tmp_path: Path) -> None:
     assert attempt.read("started.json")["agent_pid"] is None
 
 
+async def test_a_missing_working_directory(tmux: TmuxServer, tmp_path: Path) -> None:
+    gone = tmp_path / "removed-worktree"
+    attempt = await start(tmux, tmp_path, sh("true"), cwd=str(gone))
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 127
+    assert str(gone) in record["output_tail"]
+    assert attempt.read("started.json")["agent_pid"] is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+async def test_the_agent_does_not_inherit_pythons_ignored_signals(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec:
+    # `yes | head -1` in an agent would then fail with EPIPE instead of ending quietly.
+    attempt = await start(tmux, tmp_path, ["grep", "^SigIgn:", "/proc/self/status"])
+
+    ignored = int((await attempt.wait_exit(tmux))["output_tail"].split()[1], 16)
+
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (sig - 1)), sig.name
+
+
 async def test_the_agent_gets_the_spec_environment_not_the_panes(
     tmux: TmuxServer, tmp_path: Path
 ) -> None:
