@@ -21,7 +21,7 @@ if __name__ == "__main__":
     # This process writes only to its log, never to a terminal, and structlog.dev imports
     # rich (~30 ms, on the way to the first worktree of every start) only to draw console
     # tracebacks. Marked absent (an ImportError for `import rich`), structlog does without.
-    sys.modules.setdefault("rich", None)
+    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
 
 import structlog
 import trio
