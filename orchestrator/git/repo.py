@@ -8,6 +8,7 @@ supervisor's event loop and a cancelled step kills its git process.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -90,8 +91,9 @@ def _run_sync(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def discover_repo(path: Path) -> RepoPaths:
     """The repository that contains `path`, checked to be usable by kairo-orch.
 
-    Synchronous and cheap (three short git processes): meant for start-up, before the trio loop,
-    or through `trio.to_thread.run_sync`. Plain git rather than GitPython, because
+    Synchronous and cheap (one short git process, and one more for the version the first
+    time in a process): meant for start-up, before the trio loop, or through
+    `trio.to_thread.run_sync`. Plain git rather than GitPython, because
     importing GitPython already fails when git is missing, which is one of the things
     this function must report clearly.
     """
@@ -101,8 +103,14 @@ def discover_repo(path: Path) -> RepoPaths:
     # Checked before asking git anything: a missing cwd also raises FileNotFoundError.
     start = path if path.is_dir() else path.parent
 
-    check_git_version(parse_git_version(_run_sync(["--version"], start).stdout))
+    _check_git_on_path()
     query = ["--path-format=absolute", "--is-bare-repository", "--git-dir", "--git-common-dir"]
+    found = _run_sync(["rev-parse", *query, "--show-toplevel"], start)
+    if found.returncode == 0:
+        is_bare, git_dir, common_dir, top_level = found.stdout.splitlines()
+        if is_bare == "false":  # the usual case: a working tree
+            return RepoPaths(Path(top_level), Path(git_dir), Path(common_dir))
+    # Not a working tree: the same questions one at a time, to say which it is.
     probe = _run_sync(["rev-parse", *query], start)
     if probe.returncode != 0:
         if "not a git repository" in probe.stderr:
@@ -120,6 +128,13 @@ def discover_repo(path: Path) -> RepoPaths:
         git_dir=Path(git_dir),
         git_common_dir=Path(common_dir),
     )
+
+
+@functools.cache
+def _check_git_on_path() -> None:
+    """The git on PATH is new enough: asked once a process (~3 ms), from the root directory,
+    which exists wherever the asker is."""
+    check_git_version(parse_git_version(_run_sync(["--version"], Path(os.sep)).stdout))
 
 
 def git_environment(overrides: Mapping[str, str] | None) -> dict[str, str]:
