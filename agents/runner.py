@@ -30,15 +30,16 @@ group is sent SIGTERM and then SIGKILL too: a worktree is committed and removed 
 attempt, and nothing of the attempt may keep writing to it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
-and sits in front of the agent's startup (about 15 ms all told; see the module's tests).
+and sits in front of the agent's startup (about 17 ms all told; see the module's tests).
 """
 
 # pathlib would cost ~3 ms of the runner's startup; os.path is free. contextlib likewise
 # (collections, functools); a try/except-pass is free:
-# ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120, SIM105
+# ruff: noqa: PTH100, PTH105, PTH113, PTH118, PTH119, PTH120, SIM105
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -219,8 +220,8 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, int]:
     here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.chdir(cwd)
-        pid = os.posix_spawnp(
-            argv[0],
+        pid = os.posix_spawn(
+            _find_program(argv[0], env),
             argv,
             env,
             file_actions=[
@@ -240,6 +241,24 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, int]:
         os.fchdir(here)
         os.close(here)
     return pid, out_r
+
+
+def _find_program(name: str, env: dict[str, str]) -> str:
+    """`name` looked up on the PATH of the agent's environment, as subprocess and execvpe
+    do (posix_spawnp would use the runner's, the tmux server's); relative entries and
+    names with a slash are relative to the current directory, the agent's."""
+    if os.sep in name:
+        return name
+    denied = None
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return candidate
+            denied = denied or candidate
+    if denied is not None:  # found, but not executable: exit 126, as a shell would
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 def _supervise(pid: int, out_fd: int | None, tee: _Tee, wake_r: int, grace: float) -> bool:

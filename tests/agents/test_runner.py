@@ -133,6 +133,26 @@ async def test_a_missing_program(tmux: TmuxServer, tmp_path: Path) -> None:
     assert attempt.read("started.json")["agent_pid"] is None
 
 
+async def test_the_program_is_found_on_the_spec_environments_path(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # The agent's PATH (the supervisor's) may hold what the tmux server's does not.
+    tools = tmp_path / "agent-tools"
+    tools.mkdir()
+    tool = tools / "kairo-only-here"
+    tool.write_text("#!/bin/sh\necho found me\n")
+    tool.chmod(0o755)
+    not_executable = tools / "kairo-not-executable"
+    not_executable.write_text("#!/bin/sh\n")
+    env = {**AGENT_ENV, "PATH": f"{tools}{os.pathsep}{AGENT_ENV['PATH']}"}
+
+    found = await start(tmux, tmp_path, ["kairo-only-here"], name="found", env=env)
+    denied = await start(tmux, tmp_path, ["kairo-not-executable"], name="denied", env=env)
+
+    assert (await found.wait_exit(tmux))["output_tail"] == "found me\n"
+    assert (await denied.wait_exit(tmux))["exit_code"] == 126
+
+
 async def test_a_missing_working_directory(tmux: TmuxServer, tmp_path: Path) -> None:
     gone = tmp_path / "removed-worktree"
     attempt = await start(tmux, tmp_path, sh("true"), cwd=str(gone))
