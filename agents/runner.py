@@ -246,7 +246,9 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[int, int]:
 def _find_program(name: str, env: dict[str, str]) -> str:
     """`name` looked up on the PATH of the agent's environment, as subprocess and execvpe
     do (posix_spawnp would use the runner's, the tmux server's); relative entries and
-    names with a slash are relative to the current directory, the agent's."""
+    names with a slash are relative to the current directory, the agent's. Not
+    shutil.which: its import is ~10 ms here, and it would say 127 for a program that is
+    there but not executable, where a shell says 126."""
     if os.sep in name:
         return name
     denied = None

@@ -253,6 +253,10 @@ def _resolve(path: Path) -> Path:
     return path.expanduser().resolve()
 
 
+# Held while a worktree's parent is made and flagged: creates run in worker threads.
+_making_parents = threading.Lock()
+
+
 def _prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> Path:
     """The resolved worktree path, its parent created; refuses unusable paths.
 
@@ -272,14 +276,11 @@ def _prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> 
     # it might be someone's data.
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise StepFailed(f"cannot create a worktree at {path}: something is there already")
-    with _making_parents:  # the flag set before any worktree goes in: creates run in threads
+    with _making_parents:  # the flag is set before any worktree goes in
         if not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             _spread_subdirectories(path.parent)
     return path
-
-
-_making_parents = threading.Lock()
 
 
 # ext4's "top of a directory hierarchy" flag (chattr +T): the directories made in a
