@@ -19,7 +19,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import KairoError, StepFailed
+from orchestrator.errors import StepFailed
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import commits_between, diffstat
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
@@ -31,14 +31,12 @@ from orchestrator.git.refs import (
     tree_of,
 )
 from orchestrator.runtime.attempts import (
-    ExitRecord,
-    RunFiles,
     read_exit_record,
     read_usage,
     render_prompt,
-    runner_alive,
     write_attempt_files,
 )
+from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
 from orchestrator.runtime.integration import merge_subtask, verify_integration
 from orchestrator.runtime.process_groups import stop_group
@@ -49,8 +47,6 @@ from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
 from orchestrator.runtime.worktree_setup import copy_files, run_setup
 
 KILL_RECORD_WAIT_S = 10.0
-#: How often a waiting attempt's runner is looked for, in case it died without a word.
-LIVENESS_CHECK_S = 1.0
 
 
 async def execute(
@@ -254,21 +250,7 @@ async def _await_attempt(
     """Wait for the runner's exit record; a runner gone without one was interrupted."""
     files = attempt_files(state, command.subtask_id, command.attempt)
     channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
-    missing = 0
-    async with trio.open_nursery() as nursery:
-        wake_ups = WakeUps()
-        nursery.start_soon(_listen, edges, channel, wake_ups)
-        while True:
-            alive, record = await trio.to_thread.run_sync(_look_at_runner, files)
-            # Twice in a row, a check apart: a runner that is just being exec'd is not dead.
-            missing = 0 if alive else missing + 1
-            if record is not None or missing >= 2:
-                break
-            # The runner's signal wakes us within milliseconds; the timeout covers a
-            # runner that could not signal (its tmux server gone) and lets us look for it.
-            with trio.move_on_after(LIVENESS_CHECK_S):
-                await wake_ups.wait()
-        nursery.cancel_scope.cancel()
+    record = await wait_for_exit(edges.tmux, files, channel)
     if record is None or record.interrupted:
         return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
     usage = await trio.to_thread.run_sync(read_usage, files)
@@ -285,42 +267,6 @@ async def _await_attempt(
             is_error=usage.is_error,
         )
     ]
-
-
-def _look_at_runner(files: RunFiles) -> tuple[bool, ExitRecord | None]:
-    """Whether the runner runs, then its exit record: in that order, so that a runner which
-    wrote its record and exited between the two looks is not taken for a lost one."""
-    alive = runner_alive(files)
-    return alive, read_exit_record(files)
-
-
-class WakeUps:
-    """Wake-ups that came since the waiter last looked, kept until it looks again."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def wake(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event = trio.Event()
-
-
-async def _listen(edges: Edges, channel: str, wake_ups: WakeUps) -> None:
-    """Keep one `tmux wait-for` client waiting on `channel`, for as long as the attempt runs.
-
-    Not a new one every second: each would cost two tmux processes (the wait and, on its
-    timeout, the signal that clears it), and 16 idle agents cost the supervisor and the
-    tmux server 7% of a core that way.
-    """
-    while True:
-        try:
-            await edges.tmux.wait_for(channel)
-        except KairoError:
-            await trio.sleep(LIVENESS_CHECK_S)  # no tmux server: the liveness check looks
-        wake_ups.wake()
 
 
 async def _commit_attempt(
