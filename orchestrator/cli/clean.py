@@ -24,8 +24,15 @@ from orchestrator.tmux.server import TmuxServer
 @click.option(
     "--force", is_flag=True, help="Also remove branches and worktrees holding unmerged work."
 )
+@click.option(
+    "--spares",
+    is_flag=True,
+    help="Also remove the spare worktrees kept for the next subtasks to reuse.",
+)
 @common_options
-def clean(execution: str | None, force: bool, repo: Path, store_url: str | None) -> None:
+def clean(
+    execution: str | None, force: bool, spares: bool, repo: Path, store_url: str | None
+) -> None:
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)
@@ -43,7 +50,7 @@ def clean(execution: str | None, force: bool, repo: Path, store_url: str | None)
                 f"{state.supervisor_pid}); stop it before cleaning",
                 execution_id=state.execution_id,
             )
-        kept = trio.run(_clean, ws, state, force)
+        kept = trio.run(_clean, ws, state, force, spares)
     for line in kept:
         click.echo(line)
 
@@ -55,7 +62,7 @@ async def _has_uncommitted_work(worktree: Path) -> bool:
     return result.returncode != 0 or bool(result.stdout.strip())
 
 
-async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
+async def _clean(ws: Workspace, state: ExecutionState, force: bool, spares: bool) -> list[str]:
     root = ws.paths.toplevel
     integration = state.created.integration_branch
     integration_head = (
@@ -97,4 +104,7 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
         await tmux.kill_session(state.created.tmux_session)
         lines.append(f"killed tmux session {state.created.tmux_session}")
     lines.append(f"kept the integration branch {integration}")
+    if spares:
+        removed = await provider.remove_spares()
+        lines.append(f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}")
     return lines

@@ -23,6 +23,18 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import discover_repo, error_context, git
+from orchestrator.git.spare_worktrees import (
+    SPARES_KEPT,
+    check_out_in_spare,
+    count_spares,
+    detach_and_clean,
+    has_spares,
+    put_aside,
+    remove_spares,
+    spare_root,
+    start_branch,
+    take_spare,
+)
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
@@ -72,16 +84,23 @@ class LocalWorktreeProvider:
     `--no-checkout` add runs under it (milliseconds); filling in the files runs in
     parallel, outside it. Another process's `git worktree` commands are not covered.
 
+    A released worktree is kept as a spare (up to `spares_kept` of them), and a create
+    reuses one when there is one (spare_worktrees.py).
+
     Construct it at start-up: it calls the synchronous `discover_repo` (milliseconds).
     """
 
     _locks: ClassVar[dict[Path, trio.Lock]] = {}
 
-    def __init__(self, repo_root: Path, *, lock: trio.Lock | None = None) -> None:
+    def __init__(
+        self, repo_root: Path, *, lock: trio.Lock | None = None, spares_kept: int = SPARES_KEPT
+    ) -> None:
         paths = discover_repo(repo_root)
         self.repo_root = paths.toplevel
         self._common_dir = paths.git_common_dir
         self._lock = lock or self._locks.setdefault(paths.git_common_dir, trio.Lock())
+        self._spares = spare_root(paths.git_common_dir)
+        self._spares_kept = spares_kept
 
     async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
         with error_context(subtask_id=subtask_id, branch=branch):
@@ -96,6 +115,8 @@ class LocalWorktreeProvider:
                 else await rev_parse(self.repo_root, base_commit)
             )
             try:
+                if await self._reuse_spare(path, base, branch):
+                    return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
                 await self._add_worktree(path, base, "-b", branch)
             except StepFailed as error:
                 if "a branch named" in error.message:
@@ -128,7 +149,9 @@ class LocalWorktreeProvider:
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
                 await self._add_worktree(path, branch, prune=True)
-            await self._fill(path)
+            # Not `reset --hard`: a spare moved here still has the HEAD it was put aside with.
+            async with _fill_limiter():
+                await check_out_in_spare(path, branch)
             head = await rev_parse(path, "HEAD")
         return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
 
@@ -154,11 +177,14 @@ class LocalWorktreeProvider:
         return path
 
     async def release(self, workspace_path: Path) -> None:
-        """Remove the worktree (modified and untracked files too); keep its branch.
+        """Put the worktree aside as a spare, or remove it (modified and untracked files
+        too) when spares are not kept; keep its branch.
 
         Idempotent: releasing a path that is gone already only prunes git's record of it.
         """
         path = await trio.to_thread.run_sync(_resolve, workspace_path)
+        if await self._put_aside(path):
+            return
         if await trio.Path(path).exists():
             await self._remove(path)
         else:
@@ -169,6 +195,47 @@ class LocalWorktreeProvider:
         """Whether `path` is a worktree of this repository and is still on disk."""
         path = await trio.to_thread.run_sync(_resolve, path)
         return await trio.Path(path).is_dir() and path in await self._listed()
+
+    async def remove_spares(self) -> list[Path]:
+        """Remove every spare worktree kept for reuse; the paths removed."""
+        async with self._lock:
+            removed = await remove_spares(self.repo_root, self._spares)
+            await git("worktree", "prune", cwd=self.repo_root)
+        return removed
+
+    async def _reuse_spare(self, path: Path, base: str, branch: str) -> bool:
+        """Whether a spare, moved to `path`, became the worktree of a new `branch` at
+        `base`. An existing branch is refused, the spare put back as it was."""
+        if not await trio.to_thread.run_sync(has_spares, self._spares):
+            return False
+        async with self._lock:
+            if not await take_spare(self.repo_root, self._spares, path):
+                return False
+        try:
+            async with _fill_limiter():
+                await start_branch(path, branch, base)
+        except BaseException:
+            with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
+                if not await self._put_aside(path):
+                    await self._remove(path)
+            raise
+        return True
+
+    async def _put_aside(self, path: Path) -> bool:
+        """Whether the worktree at `path` became a spare; if not, it is to be removed."""
+        if self._spares_kept <= 0 or not await trio.Path(path).exists():
+            return False
+        if await trio.to_thread.run_sync(count_spares, self._spares) >= self._spares_kept:
+            return False
+        if path not in await self._listed():
+            return False
+        try:
+            # Outside the lock: it writes only in the worktree and its own git directory.
+            await detach_and_clean(path)
+        except StepFailed:
+            return False  # a rebase under way, say
+        async with self._lock:
+            return await put_aside(self.repo_root, self._spares, path, kept=self._spares_kept)
 
     async def _add_worktree(
         self, path: Path, target: str, *options: str, prune: bool = False

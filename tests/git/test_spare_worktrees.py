@@ -1,0 +1,146 @@
+"""Released worktrees kept as spares, and reused by the next create."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator.errors import StepFailed
+from orchestrator.git.refs import rev_parse
+from orchestrator.git.spare_worktrees import spare_root
+from orchestrator.git.workspace import LocalWorktreeProvider
+from tests.git.conftest import run, write
+
+
+def spares(repo: Path) -> list[Path]:
+    root = spare_root(repo / ".git")
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+def listed(repo: Path) -> list[str]:
+    porcelain = run(repo, "worktree", "list", "--porcelain")
+    lines = porcelain.splitlines()
+    return [line.removeprefix("worktree ") for line in lines if line.startswith("worktree ")]
+
+
+async def put_aside(provider: LocalWorktreeProvider, worktree_root: Path, count: int) -> None:
+    """`count` spares: made first, then released (a create takes a spare there is)."""
+    made = [
+        await provider.create(f"old{i}", f"kairo/old{i}", "main", worktree_root / f"old{i}")
+        for i in range(count)
+    ]
+    for workspace in made:
+        await provider.release(workspace.path)
+
+
+async def test_a_released_worktree_is_reused_at_the_new_base(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    first = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
+    write(first.path / "README.md", "an agent's edit\n")
+    write(first.path / "stray.txt", "left untracked\n")
+    write(first.path / "build" / "cache.bin", "ignored: kept, like installed dependencies\n")
+    await provider.release(first.path)
+    assert not first.path.exists()
+    [spare] = spares(repo)
+    assert str(spare) in listed(repo)
+    run(repo, "branch", "-D", "kairo/s1")  # put aside detached: its branch is free
+
+    second = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    assert spares(repo) == [] and not spare.exists()
+    assert second.base_commit == await rev_parse(repo, "main")
+    assert run(second.path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+    assert (second.path / "README.md").read_text() == "# demo\n"
+    assert (second.path / "docs" / "guide.md").is_file()  # in main, not in main~1
+    assert not (second.path / "stray.txt").exists()
+    assert (second.path / "build" / "cache.bin").is_file()
+    assert run(second.path, "status", "--porcelain") == ""
+    assert str(second.path) in listed(repo)
+
+
+async def test_a_spare_goes_to_an_empty_target_directory_not_inside_it(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    await put_aside(provider, worktree_root, 1)
+    target = worktree_root / "s1"
+    target.mkdir(parents=True)
+    made = await provider.create("s1", "kairo/s1", "main", target)
+    assert made.path == target.resolve() and (target / "README.md").is_file()
+    assert str(target) in listed(repo) and spares(repo) == []
+
+
+async def test_spares_kept_are_capped_and_the_rest_removed(repo: Path, worktree_root: Path) -> None:
+    provider = LocalWorktreeProvider(repo, spares_kept=1)
+    made = [
+        await provider.create(f"s{i}", f"kairo/s{i}", "main", worktree_root / f"s{i}")
+        for i in range(3)
+    ]
+    for workspace in made:
+        await provider.release(workspace.path)
+    assert len(spares(repo)) == 1
+    assert listed(repo) == [str(repo), str(spares(repo)[0])]
+    assert not any(workspace.path.exists() for workspace in made)
+
+    none_kept = LocalWorktreeProvider(repo, spares_kept=0)
+    other = await none_kept.create("t", "kairo/t", "main", worktree_root / "t")
+    await none_kept.release(other.path)
+    assert len(spares(repo)) == 0  # it took the spare, and released it for good
+
+
+async def test_an_existing_branch_is_refused_before_a_spare_is_moved(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    await provider.release(
+        (await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")).path
+    )
+    run(repo, "branch", "taken", "main")
+    with pytest.raises(StepFailed, match="already exists"):
+        await provider.create("s2", "taken", "main", worktree_root / "s2")
+    assert len(spares(repo)) == 1 and not (worktree_root / "s2").exists()
+
+
+async def test_a_create_cut_short_after_moving_a_spare_is_adopted(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
+    await provider.release(old.path)
+    # What a crash between the move and the checkout leaves: the new branch, and the spare
+    # at the new path, still on the commit it was put aside at.
+    path = worktree_root / "s2"
+    run(repo, "branch", "kairo/s2", "main")
+    run(repo, "worktree", "move", str(spares(repo)[0]), str(path))
+    with pytest.raises(StepFailed):
+        await provider.create("s2", "kairo/s2", "main", path)
+    adopted = await provider.adopt("s2", "kairo/s2", path)
+    assert adopted is not None and adopted.base_commit == await rev_parse(repo, "main")
+    assert (path / "docs" / "guide.md").is_file()
+    assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+
+
+async def test_concurrent_creates_share_out_the_spares(repo: Path, worktree_root: Path) -> None:
+    provider = LocalWorktreeProvider(repo)
+    await put_aside(provider, worktree_root, 2)
+    assert len(spares(repo)) == 2
+    async with trio.open_nursery() as nursery:
+        for i in range(4):
+            nursery.start_soon(
+                provider.create, f"s{i}", f"kairo/s{i}", "main", worktree_root / f"s{i}"
+            )
+    assert spares(repo) == []
+    for i in range(4):
+        assert run(worktree_root / f"s{i}", "status", "--porcelain") == ""
+        assert (worktree_root / f"s{i}" / "src" / "app.py").is_file()
+
+
+async def test_remove_spares_removes_every_one(repo: Path, worktree_root: Path) -> None:
+    provider = LocalWorktreeProvider(repo)
+    await put_aside(provider, worktree_root, 2)
+    kept = spares(repo)
+    assert await provider.remove_spares() == kept and len(kept) == 2
+    assert spares(repo) == [] and listed(repo) == [str(repo)]
