@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/fanout_cpu.py [--runs N]
 
-Runs fanout_16's kairo side (`start --detach` of 16 sleeping shell agents on the
+Runs fanout_16_cold's kairo side (`start --detach` of 16 sleeping shell agents on the
 2,000-file repository) and, once every agent runs, reads the CPU time of each process still
 alive from /proc: the supervisor, its live view, the in-pane runners, the tmux server.
 `start` itself is a child of this script, so its CPU comes from rusage. git and whatever

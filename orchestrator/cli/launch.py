@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -15,6 +16,7 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
+from orchestrator.git.spare_worktrees import spares_to_keep
 from orchestrator.runtime.ownership import claim, owner_alive, owner_token
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (
@@ -46,6 +48,7 @@ def launch(
     """Claim the execution (exit 4 if it is owned), hand it to a supervisor (`supervisor`,
     started ahead by the caller, or a new one), then wait for its end (`wait`), attach to
     its tmux session (a terminal, no `detach`) or return."""
+    spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
     with ExitStack() as stack:
         if supervisor is None:
             supervisor = stack.enter_context(pending_supervisor())

@@ -19,6 +19,7 @@ from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists
 from orchestrator.git.repo import git
+from orchestrator.git.spare_worktrees import spares_to_keep
 from orchestrator.git.workspace import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store.base import NewEvent
@@ -37,6 +38,7 @@ def start_execution(
 ) -> None:
     with open_workspace(repo, store_url) as ws:
         tmux_version()  # refuse before anything is created, not once agents start
+        spares_to_keep(os.environ)  # likewise: the supervisor reads it too
         checked = trio.run(read_plan, plan, ws.paths)
         interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
         if interrupted is not None:

@@ -24,7 +24,6 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import discover_repo, error_context, git
 from orchestrator.git.spare_worktrees import (
-    SPARES_KEPT,
     check_out_in_spare,
     count_spares,
     detach_and_clean,
@@ -32,6 +31,7 @@ from orchestrator.git.spare_worktrees import (
     put_aside,
     remove_spares,
     spare_root,
+    spares_to_keep,
     start_branch,
     take_spare,
 )
@@ -84,8 +84,8 @@ class LocalWorktreeProvider:
     `--no-checkout` add runs under it (milliseconds); filling in the files runs in
     parallel, outside it. Another process's `git worktree` commands are not covered.
 
-    A released worktree is kept as a spare (up to `spares_kept` of them), and a create
-    reuses one when there is one (spare_worktrees.py).
+    A released worktree is kept as a spare (up to `spares_kept` of them, by default as many
+    as KAIRO_SPARE_WORKTREES says), and a create reuses one (spare_worktrees.py).
 
     Construct it at start-up: it calls the synchronous `discover_repo` (milliseconds).
     """
@@ -93,14 +93,14 @@ class LocalWorktreeProvider:
     _locks: ClassVar[dict[Path, trio.Lock]] = {}
 
     def __init__(
-        self, repo_root: Path, *, lock: trio.Lock | None = None, spares_kept: int = SPARES_KEPT
+        self, repo_root: Path, *, lock: trio.Lock | None = None, spares_kept: int | None = None
     ) -> None:
         paths = discover_repo(repo_root)
         self.repo_root = paths.toplevel
         self._common_dir = paths.git_common_dir
         self._lock = lock or self._locks.setdefault(paths.git_common_dir, trio.Lock())
         self._spares = spare_root(paths.git_common_dir)
-        self._spares_kept = spares_kept
+        self._spares_kept = spares_to_keep(os.environ) if spares_kept is None else spares_kept
 
     async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
         with error_context(subtask_id=subtask_id, branch=branch):

@@ -142,6 +142,15 @@ def test_without_tmux_start_exits_5_and_creates_nothing(
     assert_nothing_created(kairo, repo)
 
 
+def test_a_bad_spare_worktrees_setting_is_refused_with_exit_2(kairo: Kairo, repo: Path) -> None:
+    kairo.env["KAIRO_SPARE_WORKTREES"] = "lots"
+    plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 2, done.stderr
+    assert "KAIRO_SPARE_WORKTREES" in done.stderr and "'lots'" in done.stderr
+    assert_nothing_created(kairo, repo)
+
+
 def test_an_agent_whose_program_is_missing_is_refused_at_start(kairo: Kairo, repo: Path) -> None:
     plan = kairo.write_plan("version: 1\nname: p\nagent: {kind: aider}\nsubtasks:\n  - id: a\n")
     done = kairo.run("start", str(plan), "--detach")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from orchestrator.errors import StepFailed
+from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.spare_worktrees import spare_root
+from orchestrator.git.spare_worktrees import SPARES_KEPT, spare_root, spares_to_keep
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.git.conftest import run, write
 
@@ -143,4 +143,23 @@ async def test_remove_spares_removes_every_one(repo: Path, worktree_root: Path) 
     await put_aside(provider, worktree_root, 2)
     kept = spares(repo)
     assert await provider.remove_spares() == kept and len(kept) == 2
+    assert spares(repo) == [] and listed(repo) == [str(repo)]
+
+
+def test_how_many_spares_are_kept_comes_from_the_environment() -> None:
+    assert spares_to_keep({}) == SPARES_KEPT
+    assert spares_to_keep({"KAIRO_SPARE_WORKTREES": " 4 "}) == 4
+    assert spares_to_keep({"KAIRO_SPARE_WORKTREES": "0"}) == 0
+    for bad in ("-1", "many", "2.5", "²"):
+        with pytest.raises(UsageError, match="KAIRO_SPARE_WORKTREES"):
+            spares_to_keep({"KAIRO_SPARE_WORKTREES": bad})
+
+
+async def test_none_are_kept_when_the_environment_says_0(
+    repo: Path, worktree_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAIRO_SPARE_WORKTREES", "0")
+    provider = LocalWorktreeProvider(repo)
+    made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    await provider.release(made.path)
     assert spares(repo) == [] and listed(repo) == [str(repo)]
