@@ -379,6 +379,10 @@ class Lab:
         """A private copy of a template repository; the plan files go beside it."""
         repo = self.fresh_dir(name) / "repo"
         self.run(["cp", "-a", str(template), str(repo)], self.root)
+        # A copy's files have new inodes, so its index looks stale to git and the first
+        # `git status` (start's check for uncommitted changes) hashes every file again;
+        # a user's checkout is not in that state.
+        self.run(["git", "update-index", "-q", "--refresh"], repo, check=False)
         # Written back now, so that the measured run does not pay for the copy's writeback.
         os.sync()
         return repo
