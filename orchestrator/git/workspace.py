@@ -104,6 +104,7 @@ class LocalWorktreeProvider:
 
     async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
         with error_context(subtask_id=subtask_id, branch=branch):
+            await self._put_back_a_spare_cut_short(path, branch)
             protected = (self.repo_root, self._common_dir)
             path = await trio.to_thread.run_sync(
                 _prepare_target, path, protected, default_worktree_root(self._common_dir)
@@ -202,6 +203,17 @@ class LocalWorktreeProvider:
             removed = await remove_spares(self.repo_root, self._spares)
             await git("worktree", "prune", cwd=self.repo_root)
         return removed
+
+    async def _put_back_a_spare_cut_short(self, path: Path, branch: str) -> None:
+        """A crash between moving a spare to `path` and switching it to its new branch
+        leaves a worktree there on no branch, and no `branch`: no agent ran in it, so it
+        goes back to the spares and this create starts again. Costs nothing when `path`
+        is free, as it is but after such a crash."""
+        path = await trio.to_thread.run_sync(_resolve, path)
+        if not await trio.Path(path).exists() or await branch_exists(self.repo_root, branch):
+            return
+        if path in await self._listed():
+            await self.release(path)
 
     async def _reuse_spare(self, path: Path, base: str, branch: str) -> bool:
         """Whether a spare, moved to `path`, became the worktree of a new `branch` at

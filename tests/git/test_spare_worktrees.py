@@ -104,23 +104,39 @@ async def test_an_existing_branch_is_refused_before_a_spare_is_moved(
     assert len(spares(repo)) == 1 and not (worktree_root / "s2").exists()
 
 
-async def test_a_create_cut_short_after_moving_a_spare_is_adopted(
+async def test_a_create_cut_short_after_moving_a_spare_starts_again(
     repo: Path, worktree_root: Path
 ) -> None:
     provider = LocalWorktreeProvider(repo)
     old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
     await provider.release(old.path)
-    # What a crash between the move and the checkout leaves: the new branch, and the spare
-    # at the new path, still on the commit it was put aside at.
+    # What a crash between the move and the switch leaves: the spare at the new path, on
+    # the commit it was put aside at, and no new branch yet.
     path = worktree_root / "s2"
-    run(repo, "branch", "kairo/s2", "main")
     run(repo, "worktree", "move", str(spares(repo)[0]), str(path))
+    made = await provider.create("s2", "kairo/s2", "main", path)
+    assert made.path == path.resolve() and made.base_commit == await rev_parse(repo, "main")
+    assert (path / "docs" / "guide.md").is_file()
+    assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+    assert spares(repo) == []
+
+
+async def test_a_create_cut_short_after_the_switch_is_adopted(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
+    write(old.path / "stray.txt", "left by the agent\n")
+    await provider.release(old.path)
+    # A crash after the switch made the branch, before WorkspaceCreated was recorded.
+    path = worktree_root / "s2"
+    run(repo, "worktree", "move", str(spares(repo)[0]), str(path))
+    run(path, "switch", "--quiet", "--create", "kairo/s2", "main")
     with pytest.raises(StepFailed):
         await provider.create("s2", "kairo/s2", "main", path)
     adopted = await provider.adopt("s2", "kairo/s2", path)
     assert adopted is not None and adopted.base_commit == await rev_parse(repo, "main")
-    assert (path / "docs" / "guide.md").is_file()
-    assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+    assert run(path, "status", "--porcelain") == ""
 
 
 async def test_concurrent_creates_share_out_the_spares(repo: Path, worktree_root: Path) -> None:
