@@ -6,8 +6,9 @@ worktree is not deleted: it is detached from its branch and moved aside, into
 `kairo/spare-worktrees/` of the git directory. The next create moves one back (a rename)
 and checks its new branch out in it, which rewrites only the files that differ from the
 spare's last commit: 16 such took 0.21 s. What is ignored stays, as in a developer's own
-checkout (installed dependencies, build caches); what is untracked goes when it is put
-aside, and what is modified when it is taken.
+checkout (installed dependencies, build caches); what is modified or untracked goes. A
+worktree that is not a plain checkout (flagged index entries, a sparse checkout, a bisect)
+is removed, never kept.
 
 A spare is an ordinary worktree on a detached HEAD, so `git worktree list` shows it, and
 git's own prune leaves it (its directory exists). At most `SPARES_KEPT` are kept (or as
@@ -90,24 +91,51 @@ async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
     return False
 
 
-async def start_branch(path: Path, branch: str, base: str) -> None:
-    """Make a spare moved to `path` the worktree of a new `branch` at `base`: only the
-    files that differ are written. Fails, changing nothing, on an existing branch."""
-    await git("switch", "--quiet", "--discard-changes", "--create", branch, base, cwd=path)
+async def switch_spare(path: Path, branch: str, *, create_at: str | None = None) -> None:
+    """Make the worktree at `path` that of `branch` (a new one at `create_at`, refused if
+    it exists), with nothing untracked: only the files that differ are written.
+
+    The clean comes after the switch, under the new tree's `.gitignore`: what the last
+    agent's tree ignored may be the new base's to track, and must not reach the next
+    agent's commit. `-ff` also removes the repositories an agent made inside its tree.
+    Also finishes a create cut short after `take_spare`, or an add of no files.
+    """
+    create = ["--create", branch, create_at] if create_at is not None else [branch]
+    await git("switch", "--quiet", "--discard-changes", *create, cwd=path)
+    await git("clean", "-d", "--force", "--force", "--quiet", cwd=path)
 
 
-async def check_out_in_spare(path: Path, branch: str) -> None:
-    """Make the worktree at `path` that of the existing `branch`, with nothing else
-    untracked: for a create cut short after `take_spare`, or after an add of no files."""
-    await git("switch", "--quiet", "--discard-changes", branch, cwd=path)
-    await git("clean", "-d", "--force", "--quiet", cwd=path)
+async def detach_if_plain(path: Path) -> bool:
+    """Let go of the worktree's branch (so the branch can be deleted); False, leaving it
+    as it was, for one that is not a plain checkout and must not be reused.
+
+    Not plain: index entries marked assume-unchanged or skip-worktree, a sparse checkout,
+    a worktree config, a bisect under way. A switch keeps them all, and the next agent's
+    edits to such files would be invisible to its commit. A rebase or a merge under way
+    makes the switch fail, with the same answer.
+    """
+    if not await trio.to_thread.run_sync(_plain_administrative_directory, path):
+        return False
+    flags = await git("ls-files", "-v", "-z", cwd=path)
+    if any(entry and not entry.startswith("H ") for entry in flags.stdout.split("\0")):
+        return False
+    return (await git("switch", "--quiet", "--detach", cwd=path, check=False)).returncode == 0
 
 
-async def detach_and_clean(path: Path) -> None:
-    """Let go of its branch (so the branch can be deleted) and remove what is untracked
-    and not ignored: done when it is put aside, not on the way to the next agent."""
-    await git("switch", "--quiet", "--detach", cwd=path)
-    await git("clean", "-d", "--force", "--quiet", cwd=path)
+_NOT_PLAIN = ("config.worktree", "info/sparse-checkout", "BISECT_START", "BISECT_LOG")
+
+
+def _plain_administrative_directory(path: Path) -> bool:
+    """Whether the worktree's own directory under .git/worktrees/ holds none of the state
+    a switch would carry over to the next agent."""
+    try:
+        pointer = (path / ".git").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    if not pointer.startswith("gitdir: "):
+        return False
+    admin = (path / pointer.removeprefix("gitdir: ")).resolve()
+    return not any((admin / name).exists() for name in _NOT_PLAIN)
 
 
 async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bool:
@@ -124,11 +152,14 @@ async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bo
 
 
 async def remove_spares(repo_root: Path, root: Path) -> list[Path]:
-    """Remove every spare; the ones removed."""
+    """Remove every spare git still knows as a worktree; the ones removed."""
     removed = []
     for spare in await trio.to_thread.run_sync(_spares, root):
-        await git("worktree", "remove", "--force", "--", str(spare), cwd=repo_root)
-        removed.append(spare)
+        done = await git(
+            "worktree", "remove", "--force", "--", str(spare), cwd=repo_root, check=False
+        )
+        if done.returncode == 0:
+            removed.append(spare)
     return removed
 
 

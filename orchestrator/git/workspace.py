@@ -24,15 +24,14 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import discover_repo, error_context, git
 from orchestrator.git.spare_worktrees import (
-    check_out_in_spare,
     count_spares,
-    detach_and_clean,
+    detach_if_plain,
     has_spares,
     put_aside,
     remove_spares,
     spare_root,
     spares_to_keep,
-    start_branch,
+    switch_spare,
     take_spare,
 )
 
@@ -152,7 +151,7 @@ class LocalWorktreeProvider:
                 await self._add_worktree(path, branch, prune=True)
             # Not `reset --hard`: a spare moved here still has the HEAD it was put aside with.
             async with _fill_limiter():
-                await check_out_in_spare(path, branch)
+                await switch_spare(path, branch)
             head = await rev_parse(path, "HEAD")
         return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
 
@@ -225,7 +224,15 @@ class LocalWorktreeProvider:
                 return False
         try:
             async with _fill_limiter():
-                await start_branch(path, branch, base)
+                await switch_spare(path, branch, create_at=base)
+        except StepFailed as error:
+            taken = "a branch named" in error.message
+            with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
+                if not (taken and await self._put_aside(path)):
+                    await self._remove(path)  # a spare that cannot be switched: never again
+            if taken:
+                raise
+            return False  # a new worktree, then
         except BaseException:
             with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
                 if not await self._put_aside(path):
@@ -241,11 +248,9 @@ class LocalWorktreeProvider:
             return False
         if path not in await self._listed():
             return False
-        try:
-            # Outside the lock: it writes only in the worktree and its own git directory.
-            await detach_and_clean(path)
-        except StepFailed:
-            return False  # a rebase under way, say
+        # Outside the lock: it writes only in the worktree and its own git directory.
+        if not await detach_if_plain(path):
+            return False
         async with self._lock:
             return await put_aside(self.repo_root, self._spares, path, kept=self._spares_kept)
 

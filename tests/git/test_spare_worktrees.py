@@ -179,3 +179,61 @@ async def test_none_are_kept_when_the_environment_says_0(
     made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
     await provider.release(made.path)
     assert spares(repo) == [] and listed(repo) == [str(repo)]
+
+
+async def test_a_worktree_that_is_not_a_plain_checkout_is_removed_not_kept(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    flagged = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    run(flagged.path, "update-index", "--skip-worktree", "README.md")
+    sparse = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    run(sparse.path, "sparse-checkout", "set", "src")
+    for workspace in (flagged, sparse):
+        await provider.release(workspace.path)
+        assert not workspace.path.exists()
+    # Kept, the next agent's edits to README.md would be invisible to its commit.
+    assert spares(repo) == [] and listed(repo) == [str(repo)]
+
+
+async def test_what_the_last_tree_ignored_does_not_reach_the_next_agent(
+    repo: Path, worktree_root: Path
+) -> None:
+    run(repo, "switch", "--quiet", "-c", "ignores-generated")
+    write(repo / ".gitignore", "*.log\nbuild/\ngenerated/\n")
+    run(repo, "commit", "--quiet", "-am", "ignore generated/")
+    run(repo, "switch", "--quiet", "main")
+    provider = LocalWorktreeProvider(repo)
+    first = await provider.create("s1", "kairo/s1", "ignores-generated", worktree_root / "s1")
+    write(first.path / "generated" / "out.bin", "the last agent's output\n")
+    write(first.path / "nested" / "file.txt", "a repository the agent made\n")
+    run(first.path / "nested", "init", "--quiet")
+    await provider.release(first.path)
+    assert len(spares(repo)) == 1
+
+    second = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    assert spares(repo) == []
+    assert not (second.path / "generated").exists() and not (second.path / "nested").exists()
+    assert run(second.path, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+async def test_a_spare_that_cannot_be_switched_gives_way_to_a_new_worktree(
+    repo: Path, worktree_root: Path
+) -> None:
+    run(repo, "switch", "--quiet", "-c", "with-vendor")
+    write(repo / "vendor" / "lib" / "x", "tracked here\n")
+    run(repo, "add", "vendor")
+    run(repo, "commit", "--quiet", "-m", "vendor")
+    run(repo, "switch", "--quiet", "main")
+    provider = LocalWorktreeProvider(repo)
+    first = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    write(first.path / "vendor" / "lib" / "x", "an agent's own repository\n")
+    run(first.path / "vendor" / "lib", "init", "--quiet")
+    await provider.release(first.path)
+    assert len(spares(repo)) == 1
+
+    # git will not switch over a repository in the way: the spare goes, a new one is made.
+    second = await provider.create("s2", "kairo/s2", "with-vendor", worktree_root / "s2")
+    assert (second.path / "vendor" / "lib" / "x").read_text() == "tracked here\n"
+    assert run(second.path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+    assert spares(repo) == [] and sorted(listed(repo)) == sorted([str(repo), str(second.path)])
