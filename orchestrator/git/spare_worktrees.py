@@ -16,11 +16,21 @@ many as KAIRO_SPARE_WORKTREES says), the rest removed as before; `kairo-orch cle
 --spares` removes them all. Only a worktree on the
 same file system as the spare directory is kept, since a move elsewhere would be a copy.
 
-The caller holds the provider's lock for every `git worktree` command here: they race.
+The caller holds the repository's WorktreeLock for every `git worktree` command here:
+they race.
+
+A move is not atomic in git 2.39: it renames the directory, then rewrites the `gitdir`
+file that points the administrative directory at it. A kill between the two leaves the
+worktree at its new place with git looking for it at the old one, and the next `worktree
+prune` would delete its administrative directory, orphaning it. So each move is written
+down first (`kairo/worktree-move`), and whoever takes the lock next finishes it with
+`git worktree repair`.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +60,10 @@ def spares_to_keep(environment: Mapping[str, str]) -> int:
 
 def spare_root(git_common_dir: Path) -> Path:
     return git_common_dir / "kairo" / "spare-worktrees"
+
+
+def _move_journal(root: Path) -> Path:
+    return root.parent / "worktree-move"
 
 
 def _spares(root: Path) -> list[Path]:
@@ -83,7 +97,7 @@ async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
         if not await trio.to_thread.run_sync(_same_file_system, spare, path.parent):
             return False
         try:
-            await git("worktree", "move", "--", str(spare), str(path), cwd=repo_root)
+            await _move(repo_root, root, spare, path)
         except StepFailed:
             await git("worktree", "remove", "--force", "--", str(spare), cwd=repo_root, check=False)
             continue
@@ -146,9 +160,52 @@ async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bo
         return False
     if not await trio.to_thread.run_sync(_same_file_system, root, path):
         return False
-    target = root / uuid.uuid4().hex[:12]
-    result = await git("worktree", "move", "--", str(path), str(target), cwd=repo_root, check=False)
-    return result.returncode == 0
+    try:
+        await _move(repo_root, root, path, root / uuid.uuid4().hex[:12])
+    except StepFailed:
+        return False
+    return True
+
+
+async def _move(repo_root: Path, root: Path, source: Path, target: Path) -> None:
+    """`git worktree move`, written down for `finish_interrupted_move` while it runs."""
+    journal = _move_journal(root)
+    await trio.to_thread.run_sync(_write_journal, journal, source, target)
+    try:
+        await git("worktree", "move", "--", str(source), str(target), cwd=repo_root)
+    finally:
+        await trio.to_thread.run_sync(functools.partial(journal.unlink, missing_ok=True))
+
+
+async def finish_interrupted_move(repo_root: Path, root: Path) -> None:
+    """Point git back at a worktree whose move a crash cut short: of the move's two ends,
+    `repair` rewrites the record of the one that holds the worktree now. A no-op (one
+    stat) when no move was under way."""
+    journal = _move_journal(root)
+    ends = await trio.to_thread.run_sync(_read_journal, journal)
+    if ends is None:
+        return
+    present = [str(end) for end in ends if await trio.Path(end / ".git").is_file()]
+    if present:
+        await git("worktree", "repair", "--", *present, cwd=repo_root, check=False)
+    await trio.to_thread.run_sync(functools.partial(journal.unlink, missing_ok=True))
+
+
+def _write_journal(journal: Path, source: Path, target: Path) -> None:
+    staged = journal.with_name(journal.name + ".tmp")
+    staged.write_text(json.dumps({"from": str(source), "to": str(target)}), encoding="utf-8")
+    staged.replace(journal)  # whole or absent: a torn journal would hide the move
+
+
+def _read_journal(journal: Path) -> tuple[Path, Path] | None:
+    try:
+        move = json.loads(journal.read_text(encoding="utf-8"))
+        return Path(move["from"]), Path(move["to"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        journal.unlink(missing_ok=True)  # unreadable: nothing to go on
+        return None
 
 
 async def remove_spares(repo_root: Path, root: Path) -> list[Path]:

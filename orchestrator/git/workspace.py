@@ -14,9 +14,11 @@ import fcntl
 import functools
 import os
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import trio
 
@@ -26,6 +28,7 @@ from orchestrator.git.repo import discover_repo, error_context, git
 from orchestrator.git.spare_worktrees import (
     count_spares,
     detach_if_plain,
+    finish_interrupted_move,
     has_spares,
     put_aside,
     remove_spares,
@@ -34,6 +37,7 @@ from orchestrator.git.spare_worktrees import (
     switch_spare,
     take_spare,
 )
+from orchestrator.git.worktree_lock import WorktreeLock
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
@@ -75,13 +79,11 @@ class WorkspaceProvider(Protocol):
 class LocalWorktreeProvider:
     """Worktrees of the repository at `repo_root`, one new branch each.
 
-    `git worktree add` and `git worktree prune` read and write the shared
-    `worktrees/` administrative directory without locking it: concurrent adds fail
-    with "failed to read .git/worktrees/N/commondir", and a prune can delete a
-    half-written entry. So they run one at a time under a lock per repository (shared by
-    every provider of the same repository in this process), and only the
-    `--no-checkout` add runs under it (milliseconds); filling in the files runs in
-    parallel, outside it. Another process's `git worktree` commands are not covered.
+    `git worktree` commands run one at a time under the repository's `WorktreeLock`
+    (worktree_lock.py: shared by every task and, through an flock, every process), and
+    only the `--no-checkout` add runs under it (milliseconds); filling in the files runs in
+    parallel, outside it. Whoever takes the lock first finishes a spare's move that a
+    crash cut short (spare_worktrees.py), before git's next prune could lose it.
 
     A released worktree is kept as a spare (up to `spares_kept` of them, by default as many
     as KAIRO_SPARE_WORKTREES says), and a create reuses one (spare_worktrees.py).
@@ -89,15 +91,13 @@ class LocalWorktreeProvider:
     Construct it at start-up: it calls the synchronous `discover_repo` (milliseconds).
     """
 
-    _locks: ClassVar[dict[Path, trio.Lock]] = {}
-
     def __init__(
-        self, repo_root: Path, *, lock: trio.Lock | None = None, spares_kept: int | None = None
+        self, repo_root: Path, *, lock: WorktreeLock | None = None, spares_kept: int | None = None
     ) -> None:
         paths = discover_repo(repo_root)
         self.repo_root = paths.toplevel
         self._common_dir = paths.git_common_dir
-        self._lock = lock or self._locks.setdefault(paths.git_common_dir, trio.Lock())
+        self._lock = lock or WorktreeLock.for_repository(paths.git_common_dir)
         self._spares = spare_root(paths.git_common_dir)
         self._spares_kept = spares_to_keep(os.environ) if spares_kept is None else spares_kept
 
@@ -188,7 +188,7 @@ class LocalWorktreeProvider:
         if await trio.Path(path).exists():
             await self._remove(path)
         else:
-            async with self._lock:
+            async with self._locked():
                 await git("worktree", "prune", cwd=self.repo_root)
 
     async def exists(self, path: Path) -> bool:
@@ -198,7 +198,7 @@ class LocalWorktreeProvider:
 
     async def remove_spares(self) -> list[Path]:
         """Remove every spare worktree kept for reuse; the paths removed."""
-        async with self._lock:
+        async with self._locked():
             removed = await remove_spares(self.repo_root, self._spares)
             await git("worktree", "prune", cwd=self.repo_root)
         return removed
@@ -219,7 +219,7 @@ class LocalWorktreeProvider:
         `base`. An existing branch is refused, the spare put back as it was."""
         if not await trio.to_thread.run_sync(has_spares, self._spares):
             return False
-        async with self._lock:
+        async with self._locked():
             if not await take_spare(self.repo_root, self._spares, path):
                 return False
         try:
@@ -251,7 +251,7 @@ class LocalWorktreeProvider:
         # Outside the lock: it writes only in the worktree and its own git directory.
         if not await detach_if_plain(path):
             return False
-        async with self._lock:
+        async with self._locked():
             return await put_aside(self.repo_root, self._spares, path, kept=self._spares_kept)
 
     async def _add_worktree(
@@ -261,7 +261,7 @@ class LocalWorktreeProvider:
         read .git/worktrees/N/commondir"), and without the checkout each takes ~7 ms. The
         caller fills the files in (`reset --hard` in the worktree), which is safe in
         parallel. `prune` first forgets worktrees whose directories are gone."""
-        async with self._lock:
+        async with self._locked():
             if prune:
                 await git("worktree", "prune", cwd=self.repo_root)
             await git(
@@ -289,7 +289,7 @@ class LocalWorktreeProvider:
             await git("reset", "--hard", "--quiet", cwd=path)
 
     async def _remove(self, path: Path) -> None:
-        async with self._lock:
+        async with self._locked():
             if path in await self._worktree_paths():
                 # Without --force, git refuses a worktree with modified or untracked
                 # files: an agent's leftovers are exactly what is being thrown away.
@@ -299,10 +299,16 @@ class LocalWorktreeProvider:
                 raise StepFailed(f"{path} is not a worktree of {self.repo_root}; left alone")
             await git("worktree", "prune", cwd=self.repo_root)
 
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        async with self._lock.held():
+            await finish_interrupted_move(self.repo_root, self._spares)
+            yield
+
     async def _listed(self) -> set[Path]:
         """The worktrees, read under the lock: `worktree list` run while another task adds
         or removes one fails ("failed to read .git/worktrees/N/commondir")."""
-        async with self._lock:
+        async with self._locked():
             return await self._worktree_paths()
 
     async def _worktree_paths(self) -> set[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,45 @@ async def test_a_create_cut_short_after_moving_a_spare_starts_again(
     assert (path / "docs" / "guide.md").is_file()
     assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
     assert spares(repo) == []
+
+
+def kill_during_move(repo: Path, source: Path, target: Path) -> None:
+    """What a kill inside `git worktree move` leaves: the directory renamed, git's record
+    of it not yet, and the move written down beforehand."""
+    journal = repo / ".git" / "kairo" / "worktree-move"
+    journal.write_text(json.dumps({"from": str(source), "to": str(target)}))
+    source.rename(target)
+
+
+async def test_a_kill_while_a_spare_was_moved_out_is_repaired(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
+    await provider.release(old.path)
+    path = worktree_root / "s2"
+    kill_during_move(repo, spares(repo)[0], path)
+
+    made = await provider.create("s2", "kairo/s2", "main", path)
+    assert made.path == path.resolve()
+    assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
+    assert listed(repo) == [str(repo), str(path.resolve())]
+    assert not (repo / ".git" / "kairo" / "worktree-move").exists()
+
+
+async def test_a_kill_while_a_worktree_was_put_aside_leaves_a_spare(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    run(made.path, "switch", "--quiet", "--detach")
+    spare = spare_root(repo / ".git") / "0123456789ab"
+    spare.parent.mkdir(parents=True)
+    kill_during_move(repo, made.path, spare)
+
+    # Without the repair, git's prune would have forgotten it: an orphan on disk.
+    assert await provider.remove_spares() == [spare]
+    assert not spare.exists() and listed(repo) == [str(repo)]
 
 
 async def test_a_create_cut_short_after_the_switch_is_adopted(

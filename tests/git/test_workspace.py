@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -151,8 +153,29 @@ async def test_providers_of_one_repository_share_their_lock(repo: Path, tmp_path
     a = LocalWorktreeProvider(repo)
     b = LocalWorktreeProvider(repo / "src")
     assert a._lock is b._lock
-    own = trio.Lock()
-    assert LocalWorktreeProvider(repo, lock=own)._lock is own
+
+
+async def test_another_process_holding_the_lock_holds_up_a_create(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    lock_file = repo / ".git" / "kairo" / "worktrees.lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    # A descriptor of its own, as another kairo-orch on this repository would have.
+    other = os.open(lock_file, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    path = worktree_root / "s1"
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(provider.create, "s1", "kairo/s1", "HEAD", path)
+            await trio.sleep(0.3)
+            assert not path.exists() and not await branch_exists(repo, "kairo/s1")
+            os.close(other)  # lets go of the flock
+            other = -1
+    finally:
+        if other >= 0:
+            os.close(other)
+    assert run(path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s1"
 
 
 def _lsattr_flags(directory: Path) -> str | None:
