@@ -180,9 +180,10 @@ async def _move(repo_root: Path, root: Path, source: Path, target: Path) -> None
 async def finish_interrupted_move(repo_root: Path, root: Path) -> None:
     """Point git back at a worktree whose move a crash cut short: of the move's two ends,
     `repair` rewrites the record of the one that holds the worktree now. A no-op (one
-    stat) when no move was under way."""
+    failed open) when no move was under way."""
     journal = _move_journal(root)
-    ends = await trio.to_thread.run_sync(_read_journal, journal)
+    # Run at every lock, so a stat here rather than a thread's round trip (~0.2 ms).
+    ends = _read_journal(journal)
     if ends is None:
         return
     present = [str(end) for end in ends if await trio.Path(end / ".git").is_file()]

@@ -42,7 +42,9 @@ class WorktreeLock:
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
         async with self._in_process:
-            descriptor = await trio.to_thread.run_sync(self._open)
+            # Not in a thread: opening a file in the git directory takes microseconds, and
+            # a thread's round trip (~0.2 ms) would be most of every lock's cost.
+            descriptor = self._open()
             try:
                 # Polled, not a blocking flock in a thread: a cancelled wait must not leave a
                 # thread behind that takes the lock later and holds it for good.
