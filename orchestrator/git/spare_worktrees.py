@@ -29,6 +29,7 @@ down first (`kairo/worktree-move`), and whoever takes the lock next finishes it 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import uuid
@@ -168,13 +169,21 @@ async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bo
 
 
 async def _move(repo_root: Path, root: Path, source: Path, target: Path) -> None:
-    """`git worktree move`, written down for `finish_interrupted_move` while it runs."""
+    """`git worktree move`, written down for `finish_interrupted_move` while it runs.
+
+    A git that fails may have renamed the directory already (one killed by the user's
+    Ctrl-C, which reaches it too): its move is finished now, before the caller's next
+    `worktree prune` could forget the worktree. A cancelled one leaves the journal to the
+    next holder of the lock.
+    """
     journal = _move_journal(root)
     await trio.to_thread.run_sync(_write_journal, journal, source, target)
     try:
         await git("worktree", "move", "--", str(source), str(target), cwd=repo_root)
-    finally:
-        await trio.to_thread.run_sync(functools.partial(journal.unlink, missing_ok=True))
+    except StepFailed:
+        await finish_interrupted_move(repo_root, root)
+        raise
+    await trio.to_thread.run_sync(functools.partial(journal.unlink, missing_ok=True))
 
 
 async def finish_interrupted_move(repo_root: Path, root: Path) -> None:
@@ -205,7 +214,8 @@ def _read_journal(journal: Path) -> tuple[Path, Path] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
-        journal.unlink(missing_ok=True)  # unreadable: nothing to go on
+        with contextlib.suppress(OSError):
+            journal.unlink(missing_ok=True)  # unreadable: nothing to go on
         return None
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,14 @@ async def put_aside(provider: LocalWorktreeProvider, worktree_root: Path, count:
     ]
     for workspace in made:
         await provider.release(workspace.path)
+
+
+async def with_one_spare(repo: Path, worktree_root: Path) -> LocalWorktreeProvider:
+    """A provider of `repo` with one spare, put aside at main~1."""
+    provider = LocalWorktreeProvider(repo)
+    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
+    await provider.release(old.path)
+    return provider
 
 
 async def test_a_released_worktree_is_reused_at_the_new_base(
@@ -108,9 +118,7 @@ async def test_an_existing_branch_is_refused_before_a_spare_is_moved(
 async def test_a_create_cut_short_after_moving_a_spare_starts_again(
     repo: Path, worktree_root: Path
 ) -> None:
-    provider = LocalWorktreeProvider(repo)
-    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
-    await provider.release(old.path)
+    provider = await with_one_spare(repo, worktree_root)
     # What a crash between the move and the switch leaves: the spare at the new path, on
     # the commit it was put aside at, and no new branch yet.
     path = worktree_root / "s2"
@@ -133,9 +141,7 @@ def kill_during_move(repo: Path, source: Path, target: Path) -> None:
 async def test_a_kill_while_a_spare_was_moved_out_is_repaired(
     repo: Path, worktree_root: Path
 ) -> None:
-    provider = LocalWorktreeProvider(repo)
-    old = await provider.create("s1", "kairo/s1", "main~1", worktree_root / "s1")
-    await provider.release(old.path)
+    provider = await with_one_spare(repo, worktree_root)
     path = worktree_root / "s2"
     kill_during_move(repo, spares(repo)[0], path)
 
@@ -159,6 +165,32 @@ async def test_a_kill_while_a_worktree_was_put_aside_leaves_a_spare(
     # Without the repair, git's prune would have forgotten it: an orphan on disk.
     assert await provider.remove_spares() == [spare]
     assert not spare.exists() and listed(repo) == [str(repo)]
+
+
+async def test_a_git_killed_inside_its_move_leaves_a_spare_git_still_knows(
+    repo: Path, worktree_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    # The user's Ctrl-C reaches git too: this one dies after its rename, before it
+    # rewrites its record (exit 130), while kairo-orch goes on.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        'move=; prev=; last=; for a; do [ "$a" = move ] && move=1; prev=$last; last=$a; done\n'
+        'if [ -n "$move" ]; then mv -- "$prev" "$last"; exit 130; fi\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    await provider.release(made.path)
+    monkeypatch.undo()
+
+    [spare] = spares(repo)
+    assert listed(repo) == [str(repo), str(spare)]  # not pruned: an orphan without the repair
+    taken = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    assert run(taken.path, "status", "--porcelain") == "" and spares(repo) == []
 
 
 async def test_a_create_cut_short_after_the_switch_is_adopted(
