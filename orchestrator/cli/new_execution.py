@@ -20,7 +20,7 @@ from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists
 from orchestrator.git.repo import git
 from orchestrator.git.spare_worktrees import spares_to_keep
-from orchestrator.git.workspace import default_worktree_root
+from orchestrator.git.worktree_paths import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store.base import NewEvent
 from orchestrator.tmux.interactive import tmux_version

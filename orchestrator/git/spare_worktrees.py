@@ -233,7 +233,7 @@ async def remove_spares(repo_root: Path, root: Path) -> list[Path]:
 
 def _remove_empty_directory(path: Path) -> None:
     if path.is_dir():
-        path.rmdir()  # fails on one that is not empty, which _prepare_target refused
+        path.rmdir()  # fails on one that is not empty, which prepare_target refused
 
 
 def _make_root(root: Path) -> bool:

@@ -8,12 +8,9 @@ HEAD are never read for writing, let alone changed.
 
 from __future__ import annotations
 
-import array
 import enum
-import fcntl
 import functools
 import os
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +35,7 @@ from orchestrator.git.spare_worktrees import (
     take_spare,
 )
 from orchestrator.git.worktree_lock import WorktreeLock
+from orchestrator.git.worktree_paths import default_worktree_root, prepare_target, resolve
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
@@ -106,7 +104,7 @@ class LocalWorktreeProvider:
             await self._put_back_a_spare_cut_short(path, branch)
             protected = (self.repo_root, self._common_dir)
             path = await trio.to_thread.run_sync(
-                _prepare_target, path, protected, default_worktree_root(self._common_dir)
+                prepare_target, path, protected, default_worktree_root(self._common_dir)
             )
             # An oid needs no lookup (the add itself fails on a missing one); a name does.
             base = (
@@ -144,7 +142,7 @@ class LocalWorktreeProvider:
         with error_context(subtask_id=subtask_id, branch=branch):
             if not await branch_exists(self.repo_root, branch):
                 return None
-            path = await trio.to_thread.run_sync(_resolve, path)
+            path = await trio.to_thread.run_sync(resolve, path)
             if path not in await self._listed():
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
@@ -164,13 +162,13 @@ class LocalWorktreeProvider:
         own checkout.
         """
         if await self.exists(path):
-            path = await trio.to_thread.run_sync(_resolve, path)
+            path = await trio.to_thread.run_sync(resolve, path)
             await git("reset", "--hard", "--quiet", commit, cwd=path)
             await git("clean", "-d", "--force", "--quiet", cwd=path)
             return path
         protected = (self.repo_root, self._common_dir)
         path = await trio.to_thread.run_sync(
-            _prepare_target, path, protected, default_worktree_root(self._common_dir)
+            prepare_target, path, protected, default_worktree_root(self._common_dir)
         )
         await self._add_worktree(path, commit, "--detach")
         await self._fill(path)
@@ -182,7 +180,7 @@ class LocalWorktreeProvider:
 
         Idempotent: releasing a path that is gone already only prunes git's record of it.
         """
-        path = await trio.to_thread.run_sync(_resolve, workspace_path)
+        path = await trio.to_thread.run_sync(resolve, workspace_path)
         if await self._put_aside(path):
             return
         if await trio.Path(path).exists():
@@ -193,7 +191,7 @@ class LocalWorktreeProvider:
 
     async def exists(self, path: Path) -> bool:
         """Whether `path` is a worktree of this repository and is still on disk."""
-        path = await trio.to_thread.run_sync(_resolve, path)
+        path = await trio.to_thread.run_sync(resolve, path)
         return await trio.Path(path).is_dir() and path in await self._listed()
 
     async def remove_spares(self) -> list[Path]:
@@ -208,7 +206,7 @@ class LocalWorktreeProvider:
         leaves a worktree there on no branch, and no `branch`: no agent ran in it, so it
         goes back to the spares and this create starts again. Costs nothing when `path`
         is free, as it is but after such a crash."""
-        path = await trio.to_thread.run_sync(_resolve, path)
+        path = await trio.to_thread.run_sync(resolve, path)
         if not await trio.Path(path).exists() or await branch_exists(self.repo_root, branch):
             return
         if path in await self._listed():
@@ -282,7 +280,7 @@ class LocalWorktreeProvider:
         The cost is the kernel's, creating files (ext4's inode allocation, mostly). Two
         fills in one block group contend for it: on 2 cores, 16 fills of a 2,000-file tree
         took 0.70 s one or two at a time, at 0.66 s of CPU against 1.28 s. Spread over
-        block groups (`_spread_subdirectories`), two at a time took 0.48 s. A limit, not
+        block groups (worktree_paths.py), two at a time took 0.48 s. A limit, not
         all at once, also lets the first agents start after a checkout or two.
         """
         async with _fill_limiter():
@@ -319,84 +317,10 @@ class LocalWorktreeProvider:
             for field in result.stdout.split("\0")
             if field.startswith("worktree ")
         ]
-        return set(await trio.to_thread.run_sync(lambda: [_resolve(p) for p in listed]))
+        return set(await trio.to_thread.run_sync(lambda: [resolve(p) for p in listed]))
 
 
 @functools.cache
 def _fill_limiter() -> trio.CapacityLimiter:
     # One per process, not per repository: every repository's files go to the same disks.
     return trio.CapacityLimiter(max(2, os.cpu_count() or 2))
-
-
-# Filesystem work, kept synchronous and run in a worker thread: it stats and creates
-# directories, which can block on a slow or network disk.
-
-
-def default_worktree_root(git_common_dir: Path) -> Path:
-    """Where worktrees go when the plan names no `worktree_root`: inside the git directory,
-    so outside the working tree by construction, and gone with the repository."""
-    return git_common_dir / "kairo" / "worktrees"
-
-
-def _resolve(path: Path) -> Path:
-    """Absolute with symlinks resolved, so `/tmp/x` and `/private/tmp/x` compare equal."""
-    return path.expanduser().resolve()
-
-
-# Held while a worktree's parent is made and flagged: creates run in worker threads.
-_making_parents = threading.Lock()
-
-
-def _prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> Path:
-    """The resolved worktree path, its parent created; refuses unusable paths.
-
-    `reserved` is the one place inside the protected roots that is ours: a directory of
-    the git directory, which no working tree shows and no `git add` sweeps up.
-    """
-    path = _resolve(path)
-    inside_reserved = path.is_relative_to(_resolve(reserved))
-    for root in map(_resolve, protected):
-        if inside_reserved:
-            break
-        # A worktree inside the user's working tree would show up there as untracked
-        # files, and be swept into the user's next `git add -A`.
-        if path.is_relative_to(root):
-            raise StepFailed(f"worktree path {path} lies inside {root}")
-    # `worktree add` accepts an existing empty directory, which is fine; anything in
-    # it might be someone's data.
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise StepFailed(f"cannot create a worktree at {path}: something is there already")
-    with _making_parents:  # the flag is set before any worktree goes in
-        if not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _spread_subdirectories(path.parent)
-    return path
-
-
-# ext4's "top of a directory hierarchy" flag (chattr +T): the directories made in a
-# directory that has it go each to a block group of their own, with free inodes, rather
-# than into their parent's. For worktrees that matters: filling one is mostly the kernel
-# allocating inodes, and in one shared group two fills contend for its bitmaps and scan
-# past every recently deleted inode (perf: find_inode_bit, recently_deleted). With the
-# flag, 16 fills of 2,000 files took 0.48 s two at a time, against 0.76 s without it and
-# 1.07 s for `git worktree add` one after another (medians of 4, scripts/bench.py's repo).
-_FS_IOC_GETFLAGS = 0x80086601
-_FS_IOC_SETFLAGS = 0x40086602
-_FS_TOPDIR_FL = 0x00020000
-
-
-def _spread_subdirectories(directory: Path) -> None:
-    """Set the flag on a directory we made; a filesystem without it is left as it is."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        flags = array.array("i", [0])
-        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
-        flags[0] |= _FS_TOPDIR_FL
-        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags)
-    except OSError:
-        pass  # not ext2/3/4 (ENOTTY, EOPNOTSUPP): they place directories their own way
-    finally:
-        os.close(fd)
