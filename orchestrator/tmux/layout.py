@@ -54,6 +54,24 @@ class AgentWindow:
     panes: int
 
 
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """Where new agent panes go: the newest agents window if it has room, and the number
+    the next new window gets."""
+
+    window: AgentWindow | None
+    next_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewPane:
+    """An agent pane to open: its border's title, its command (argv) and directory."""
+
+    title: str
+    command: Sequence[str]
+    cwd: str
+
+
 def not_installed(tmux_bin: str) -> str:
     return f"tmux is not installed (no {tmux_bin!r} on PATH); install tmux 3.2 or newer."
 
@@ -142,28 +160,63 @@ def new_session_argv(
 def new_window_argv(
     session: str, name: str, *, title: str, command: Sequence[str], cwd: str
 ) -> Command:
+    return chain(*new_window_commands(session, name, NewPane(title, command, cwd)))
+
+
+def new_window_commands(session: str, name: str, pane: NewPane) -> list[Command]:
     # -d: creating a window must not switch an attached user away from what they watch.
     # The new pane is then targeted by the window's unique name (the active pane of a window
     # with one pane), since tmux gives back its id only on stdout.
-    window = f"{session_target(session)}:={name}"
+    window = window_target(session, name)
     create = ["new-window", "-d", "-t", f"{session_target(session)}:", "-n", name]
-    create += ["-c", literal(cwd), "-P", "-F", REF_FORMAT]
-    return chain(
-        [*create, "--", *pane_command(command)],
+    create += ["-c", literal(pane.cwd), "-P", "-F", REF_FORMAT]
+    return [
+        [*create, "--", *pane_command(pane.command)],
         *window_options(window),
-        *title_commands(["-t", window], title),
-    )
+        *title_commands(["-t", window], pane.title),
+    ]
 
 
 def split_argv(window_id: str, *, title: str, command: Sequence[str], cwd: str) -> Command:
+    return chain(*split_commands(window_id, NewPane(title, command, cwd)))
+
+
+def split_commands(window: str, pane: NewPane) -> list[Command]:
     # Without -d, split-window makes the new pane the current target of the commands that
     # follow, so they need no pane id; it changes the active pane inside that window only.
-    create = ["split-window", "-t", window_id, "-c", literal(cwd), "-P", "-F", REF_FORMAT]
-    return chain(
-        [*create, "--", *pane_command(command)],
-        *title_commands([], title),
-        ["select-layout", "-t", window_id, "tiled"],
-    )
+    create = ["split-window", "-t", window, "-c", literal(pane.cwd), "-P", "-F", REF_FORMAT]
+    return [
+        [*create, "--", *pane_command(pane.command)],
+        *title_commands([], pane.title),
+        ["select-layout", "-t", window, "tiled"],
+    ]
+
+
+def window_target(session: str, name: str) -> str:
+    return f"{session_target(session)}:={name}"
+
+
+def open_panes_argv(
+    session: str, packing: Packing, panes: Sequence[NewPane], panes_per_window: int
+) -> tuple[Command, Packing]:
+    """One tmux argv opening `panes` in order, `panes_per_window` to a window: the rest of
+    `packing`'s window first, then new windows. Each pane prints its REF_FORMAT line.
+
+    Also the packing after it. A window it creates is targeted by name (its id is known
+    only once tmux has made it), and so is the packing's window when it is a new one.
+    """
+    commands: list[Command] = []
+    window, number = packing.window, packing.next_number
+    for pane in panes:
+        if window is not None and window.panes < panes_per_window:
+            commands += split_commands(window.window_id, pane)
+            window = AgentWindow(window.window_id, window.name, window.panes + 1)
+        else:
+            name = f"{AGENT_WINDOW_PREFIX}{number}"
+            commands += new_window_commands(session, name, pane)
+            window = AgentWindow(window_target(session, name), name, 1)
+            number += 1
+    return chain(*commands), Packing(window, number)
 
 
 def pane_command(command: Sequence[str]) -> list[str]:
@@ -176,7 +229,7 @@ def pane_command(command: Sequence[str]) -> list[str]:
 WINDOW_FORMAT = "#{window_id}\t#{window_name}\t#{window_panes}"
 
 
-def next_window(windows: str, panes_per_window: int) -> tuple[AgentWindow | None, int]:
+def next_window(windows: str, panes_per_window: int) -> Packing:
     """From `list-windows -F WINDOW_FORMAT`: the newest agents window if it has room, and
     the number the next new one gets."""
     newest: AgentWindow | None = None
@@ -189,7 +242,7 @@ def next_window(windows: str, panes_per_window: int) -> tuple[AgentWindow | None
             newest = AgentWindow(window_id, name, int(panes))
     if newest is not None and newest.panes >= panes_per_window:
         newest = None
-    return newest, number + 1
+    return Packing(newest, number + 1)
 
 
 PANE_FORMAT = f"#{{pane_id}}\t#{{pane_pid}}\t#{{pane_dead}}\t#{{{TITLE_OPTION}}}\t#{{pane_title}}"

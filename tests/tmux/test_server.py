@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import trio
 
 from orchestrator.errors import EnvironmentProblem, StepFailed
 from orchestrator.tmux.interactive import tmux_version
+from orchestrator.tmux.layout import PaneRef
 from orchestrator.tmux.server import TmuxServer
 from tests.tmux.conftest import eventually, process_gone, tmux_out
 
@@ -114,6 +116,79 @@ async def test_open_agent_pane_from_many_tasks_at_once(tmux: TmuxServer, tmp_pat
         ("agents-2", 4),
         ("agents-3", 2),
     ]
+
+
+def _counting_tmux(tmp_path: Path) -> tuple[str, Path]:
+    """A tmux that logs each invocation (its first command) before it runs the real one."""
+    log = tmp_path / "tmux-calls"
+    wrapper = tmp_path / "tmux"
+    real = shutil.which("tmux")
+    wrapper.write_text(f'#!/bin/sh\necho "$3 $4 $5" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
+async def test_panes_asked_for_at_once_open_in_one_tmux_call(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    tmux_bin, calls = _counting_tmux(tmp_path)
+    counted = TmuxServer(tmux.socket_name, tmux_bin=tmux_bin)
+    refs: dict[int, PaneRef] = {}
+
+    async def open_one(i: int) -> None:
+        refs[i] = await counted.open_agent_pane(
+            "kairo-t", title=f"t{i}", command=[*IDLE, str(i)], cwd=tmp_path
+        )
+
+    async with trio.open_nursery() as nursery:
+        for i in range(10):
+            nursery.start_soon(open_one, i)
+
+    # where the windows are, then every pane in one call
+    assert calls.read_text().splitlines() == ["list-windows -t =kairo-t", "new-window -d -t"]
+    assert await _windows(tmux, "kairo-t") == [
+        ("supervisor", 1),
+        ("agents-1", 4),
+        ("agents-2", 4),
+        ("agents-3", 2),
+    ]
+    panes = {p.pane_id: p for p in await tmux.list_panes("kairo-t")}
+    assert [panes[refs[i].pane_id].title for i in range(10)] == [f"t{i}" for i in range(10)]
+    commands = await tmux_out(
+        tmux, "list-panes", "-s", "-t", "=kairo-t", "-F", "#{pane_id} #{pane_start_command}"
+    )
+    started = dict(line.split(" ", 1) for line in commands.splitlines())
+    assert [started[refs[i].pane_id].split()[-1] for i in range(10)] == [str(i) for i in range(10)]
+    # the packing after the call is right: the next pane goes into agents-3
+    ref = await counted.open_agent_pane("kairo-t", title="t10", command=IDLE, cwd=tmp_path)
+    last = max(refs.values(), key=lambda r: int(r.pane_id.removeprefix("%")))
+    assert ref.window_id == last.window_id
+
+
+async def test_panes_a_chained_call_could_not_open_are_opened_one_by_one(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # A window of 10x4 has room for two panes: the chain stops at its second split.
+    await tmux.new_session(
+        "kairo-t", window_name="supervisor", command=IDLE, cwd=tmp_path, width=10, height=4
+    )
+    refs = []
+
+    async def open_one(i: int) -> None:
+        refs.append(
+            await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=IDLE, cwd=tmp_path)
+        )
+
+    async with trio.open_nursery() as nursery:
+        for i in range(6):
+            nursery.start_soon(open_one, i)
+
+    assert len({r.pane_id for r in refs}) == 6
+    panes = await tmux.list_panes("kairo-t")
+    assert len(panes) == 7 and not any(p.dead for p in panes)
+    windows = await _windows(tmux, "kairo-t")
+    assert sum(n for name, n in windows if name.startswith("agents-")) == 6
 
 
 async def test_a_new_server_object_keeps_filling_the_last_window(
