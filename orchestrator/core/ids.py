@@ -48,3 +48,8 @@ def wake_channel(execution_id: str, subtask_id: str, attempt: int) -> str:
     one on the same channel clears it, so a shared channel loses wake-ups.
     """
     return f"kairo-wake-{execution_id.lower()}-{subtask_id}-{attempt}"
+
+
+def live_view_channel(execution_id: str) -> str:
+    """The `tmux wait-for` channel on which the supervisor lets its live view start."""
+    return f"kairo-live-{execution_id.lower()}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ import trio
 
 from orchestrator import logs
 from orchestrator.core.events import StopMode
+from orchestrator.core.ids import live_view_channel
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
@@ -49,12 +51,18 @@ def report_path(run_root: Path) -> Path:
     return run_root / "report.md"
 
 
+#: How long the live view waits for its go-ahead before it starts anyway.
+LIVE_VIEW_WAIT_S = 5
+
+
 def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
     """The supervisor window's live view: `kairo-orch watch`, with this interpreter.
 
-    At a lower priority (`nice`) than the work it shows: it starts, importing rich and the
-    whole CLI, just as the fan-out begins, when both cores are busy filling worktrees and
-    starting agents; there it took about 0.3 s of CPU from them.
+    It imports rich and the whole CLI (about 0.25 s of CPU), which would come just as the
+    fan-out begins, when both cores are busy filling worktrees and starting agents. So it
+    waits first, in /bin/sh, until the supervisor has started its first agents (it signals
+    `live_view_channel`) or LIVE_VIEW_WAIT_S have gone by; and it runs at a lower priority
+    (`nice`) than the work it shows. The pane's own $TMUX is the server `wait-for` asks.
     """
     nice = shutil.which("nice")
     argv = [
@@ -70,7 +78,14 @@ def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> 
     ]
     if store_url:
         argv += ["--store", store_url]
-    return argv
+    return gated(argv, live_view_channel(execution_id), LIVE_VIEW_WAIT_S)
+
+
+def gated(argv: list[str], channel: str, wait_s: float) -> list[str]:
+    """A pane command that runs `argv` once `channel` is signalled, or after `wait_s`."""
+    wait = shlex.join(["tmux", "wait-for", channel])
+    gate = f"{wait} & waiter=$!; (sleep {wait_s}; kill $waiter) 2>/dev/null & wait $waiter"
+    return ["/bin/sh", "-c", gate + '; exec "$@"', "sh", *argv]
 
 
 async def run_supervisor(

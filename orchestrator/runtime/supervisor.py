@@ -21,6 +21,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide
+from orchestrator.core.ids import live_view_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
 from orchestrator.runtime.edges import Edges
@@ -29,6 +30,7 @@ from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.recovery import reconcile
 from orchestrator.runtime.stopping import STOP_SIGNALS, stop_on_signals
+from orchestrator.tmux.server import TmuxServer
 
 log = structlog.get_logger(__name__)
 
@@ -86,6 +88,7 @@ async def _loop(
     constraints: Sequence[ResourceConstraint],
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
+    live_view = LiveViewGate(edges.tmux, journal.execution_id)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
         nursery.start_soon(stop_on_signals, journal, signals)
@@ -103,11 +106,40 @@ async def _loop(
                 if command.key not in in_flight:
                     in_flight.add(command.key)
                     nursery.start_soon(_carry_out, journal, edges, command, in_flight)
+            live_view.look(in_flight, nursery)
             # A tick as well as every append: limits on the wall clock need looking at.
             with trio.move_on_after(TICK_SECONDS):
                 await changed.wait()
         nursery.cancel_scope.cancel()
     return journal.state
+
+
+class LiveViewGate:
+    """Lets the live view start (daemon.watch_command) once the first agents have been
+    started: once commands that start agents were under way, and none is any more."""
+
+    _STARTING = frozenset({cmd.PrepareWorkspace.__name__, cmd.OpenPane.__name__})
+
+    def __init__(self, tmux: TmuxServer, execution_id: str) -> None:
+        self._tmux = tmux
+        self._channel = live_view_channel(execution_id)
+        self._starting_seen = False
+        self._open = False
+
+    def look(self, in_flight: set[tuple[str, str, int]], nursery: trio.Nursery) -> None:
+        if self._open:
+            return
+        starting = any(name in self._STARTING for name, _, _ in in_flight)
+        self._starting_seen |= starting
+        if self._starting_seen and not starting:
+            self._open = True
+            nursery.start_soon(self._signal)
+
+    async def _signal(self) -> None:
+        try:
+            await self._tmux.signal(self._channel)
+        except KairoError as error:  # it starts on its own a few seconds later
+            log.debug("live_view_signal_failed", error=error.message)
 
 
 async def _carry_out(
