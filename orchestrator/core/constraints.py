@@ -42,14 +42,21 @@ class ResourceContext:
     phase: Phase
     attempt_elapsed_s: float = 0.0
     execution_elapsed_s: float = 0.0
+    #: The whole execution's tokens, from `state` unless given: `decide` looks at every
+    #: attempt of a state at once, and the sum over all of them would make that quadratic.
+    execution_tokens: int = -1
+
+    def __post_init__(self) -> None:
+        if self.execution_tokens < 0:
+            object.__setattr__(self, "execution_tokens", execution_tokens(self.state))
 
     @property
     def subtask_tokens(self) -> int:
         return self.state.subtask(self.subtask_id).tokens
 
-    @property
-    def execution_tokens(self) -> int:
-        return sum(view.tokens for view in self.state.subtasks.values())
+
+def execution_tokens(state: ExecutionState) -> int:
+    return sum(view.tokens for view in state.subtasks.values())
 
 
 @dataclass(frozen=True)

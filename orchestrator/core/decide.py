@@ -34,6 +34,7 @@ from orchestrator.core.constraints import (
     ResourceContext,
     Verdict,
     evaluate,
+    execution_tokens,
 )
 from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.dag import merge_order
@@ -188,6 +189,7 @@ def _running_limits(
     state: ExecutionState, now: float, constraints: Sequence[ResourceConstraint]
 ) -> Iterator[ev.ExecutionEvent]:
     """Constraints on running attempts: the ones that watch the clock."""
+    tokens = execution_tokens(state)
     for view in state.subtasks.values():
         attempt = view.current_attempt
         if view.state not in ACTIVE or attempt is None or attempt.exited:
@@ -201,6 +203,7 @@ def _running_limits(
             phase="running",
             attempt_elapsed_s=_elapsed(attempt.started_at, now),
             execution_elapsed_s=_elapsed(state.started_at, now),
+            execution_tokens=tokens,
         )
         yield from _violations(state, context, evaluate(constraints, context))
 
@@ -231,6 +234,7 @@ def _attempt_starts(
 ) -> Iterator[ev.ExecutionEvent]:
     """Attempt N is decided, and recorded, before anything runs (store.md), if the
     constraints allow another attempt at all."""
+    tokens = execution_tokens(state)
     for view in state.subtasks.values():
         attempt = view.current_attempt
         if view.state not in ACTIVE or view.worktree is None:
@@ -249,6 +253,7 @@ def _attempt_starts(
             attempt=number,
             phase="next_attempt",
             execution_elapsed_s=_elapsed(state.started_at, now),
+            execution_tokens=tokens,
         )
         verdict = evaluate(constraints, context)
         yield from _violations(state, context, verdict)
