@@ -34,6 +34,16 @@ def test_status_and_the_live_view_do_not_import_trio() -> None:
     assert "trio" not in loaded
 
 
+def test_start_validate_and_resume_do_not_import_trio() -> None:
+    # They run before the supervisor's first worktree, beside its own imports.
+    loaded = _modules_after(
+        "import orchestrator.cli.new_execution, orchestrator.cli.validate, "
+        "orchestrator.cli.resume"
+    )
+    assert "pydantic" in loaded and "orchestrator" in loaded
+    assert "trio" not in loaded
+
+
 def test_the_supervisor_process_does_not_import_rich() -> None:
     # As `python -m orchestrator.runtime.daemon` runs it; --help ends it after its imports.
     loaded = _modules_after(

@@ -16,7 +16,7 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
-from orchestrator.git.spare_worktrees import spares_to_keep
+from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.runtime.ownership import claim, owner_alive, owner_token
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+import typing
 from pathlib import Path
 
 import click
-import trio
 from ulid import ULID
 
 from orchestrator.cli.context import Workspace, open_workspace
@@ -17,9 +17,9 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
-from orchestrator.git.refs import branch_exists
-from orchestrator.git.repo import git
-from orchestrator.git.spare_worktrees import spares_to_keep
+from orchestrator.git.refs import branch_exists_sync
+from orchestrator.git.repo import git_sync
+from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store.base import NewEvent
@@ -39,7 +39,7 @@ def start_execution(
     with open_workspace(repo, store_url) as ws:
         tmux_version()  # refuse before anything is created, not once agents start
         spares_to_keep(os.environ)  # likewise: the supervisor reads it too
-        checked = trio.run(read_plan, plan, ws.paths)
+        checked = read_plan(plan, ws.paths)
         interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
         if interrupted is not None:
             _offer_resume(
@@ -51,16 +51,16 @@ def start_execution(
                 supervisor=supervisor,
             )
             return
-        execution_id = trio.run(_create_execution, ws, checked)
+        execution_id = _create_execution(ws, checked)
         launch(ws, execution_id, wait=wait, detach=detach, supervisor=supervisor)
 
 
-async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
+def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
     plan_path = checked.path
     plan = checked.loaded.plan
     for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
-    dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
+    dirty = git_sync("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
     if dirty.stdout.strip():
         click.echo(
             f"note: your checkout has uncommitted changes; the agents start from "
@@ -71,7 +71,7 @@ async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
     assert checked.base_commit is not None
     execution_id = str(ULID())
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
-    if await branch_exists(ws.paths.toplevel, integration):
+    if branch_exists_sync(ws.paths.toplevel, integration):
         raise UsageError(
             f"{plan_path}: integration branch '{integration}' already exists; delete it or "
             "name another in the plan"
@@ -79,7 +79,7 @@ async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
     kairo_dir = ws.paths.git_common_dir / "kairo"
     created = ev.ExecutionCreated(
         plan=plan,
-        plan_path=str(await trio.Path(plan_path).resolve()),
+        plan_path=str(plan_path.resolve()),
         repo_root=str(ws.paths.toplevel),
         git_common_dir=str(ws.paths.git_common_dir),
         base_commit=checked.base_commit,
@@ -90,15 +90,17 @@ async def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
         run_root=str(kairo_dir / "runs" / execution_id),
     )
     record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
-    await trio.to_thread.run_sync(
-        lambda: ws.store.create_execution(execution_id, plan.name, "RUNNING", [record])
-    )
+    ws.store.create_execution(execution_id, plan.name, "RUNNING", [record])
     return execution_id
 
 
 def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
     for row in ws.store.list_executions():
-        if row.plan_name == plan_name and ws.status_of(ws.state(row.execution_id), row) == "PAUSED":
+        # An ended execution's row says so (the end and the row's status are written in one
+        # transaction): only the others' logs are read, not every run the repository had.
+        if row.plan_name != plan_name or row.status in typing.get_args(ev.EndStatus):
+            continue
+        if ws.status_of(ws.state(row.execution_id), row) == "PAUSED":
             return row.execution_id
     return None
 

@@ -11,8 +11,8 @@ from ruamel.yaml.error import YAMLError
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.errors import KairoError, PlanError, UsageError
-from orchestrator.git.history import tracked_files
-from orchestrator.git.refs import rev_parse
+from orchestrator.git.history import tracked_files_sync
+from orchestrator.git.refs import rev_parse_sync
 from orchestrator.git.repo import RepoPaths
 from orchestrator.runtime.sandbox import sandbox_for
 
@@ -50,19 +50,19 @@ def _written_base(text: str) -> str:
     return base if isinstance(base, str) and base.strip() else "HEAD"
 
 
-async def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
+def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
     text = read_plan_text(path)
     filename = str(path)
     if repo is None:
         return PlanInRepo(load_plan(text, filename, None), None, path)
     base_name = _written_base(text)
     try:
-        base_commit = await rev_parse(repo.toplevel, base_name)
+        base_commit = rev_parse_sync(repo.toplevel, base_name)
     except KairoError:
         raise PlanError(
             [f"{filename}: base '{base_name}' is not a commit of the repository at {repo.toplevel}"]
         ) from None
-    tracked = await tracked_files(repo.toplevel, base_commit)
+    tracked = tracked_files_sync(repo.toplevel, base_commit)
     return PlanInRepo(load_plan(text, filename, tracked), base_commit, path)
 
 

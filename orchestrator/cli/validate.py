@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import trio
 
 from orchestrator.cli.options import common_options
 from orchestrator.cli.plans import read_plan, require_runnable
@@ -24,7 +23,7 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
         paths = discover_repo(repo)
     except EnvironmentProblem:
         paths = None  # a plan can be checked anywhere; `split` then needs a repository
-    checked = trio.run(read_plan, plan, paths)
+    checked = read_plan(plan, paths)
     resolved = checked.loaded.plan
     require_runnable(resolved)
     out = console()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.git.repo import git
+from orchestrator.git.repo import git, git_sync
 
 _DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color", "--no-relative")
 
@@ -39,11 +39,17 @@ def _nul_fields(output: str) -> list[str]:
 
 async def tracked_files(cwd: Path, commit: str) -> list[str]:
     """Every file path in `commit`, from the repository root, in git's (byte) order."""
+    return _nul_fields((await git(*_ls_tree_args(commit), cwd=cwd)).stdout)
+
+
+def tracked_files_sync(cwd: Path, commit: str) -> list[str]:
+    """`tracked_files` without trio (git_sync)."""
+    return _nul_fields(git_sync(*_ls_tree_args(commit), cwd=cwd).stdout)
+
+
+def _ls_tree_args(commit: str) -> tuple[str, ...]:
     # --full-tree: without it, ls-tree run from a subdirectory lists only that subdirectory.
-    result = await git(
-        "ls-tree", "-r", "--full-tree", "--name-only", "-z", "--end-of-options", commit, cwd=cwd
-    )
-    return _nul_fields(result.stdout)
+    return ("ls-tree", "-r", "--full-tree", "--name-only", "-z", "--end-of-options", commit)
 
 
 async def changed_paths(cwd: Path, base: str, head: str) -> list[str]:

@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
-
 from orchestrator.errors import StepFailed, UsageError
-from orchestrator.git.repo import first_line, git
+from orchestrator.git.repo import GitResult, first_line, git, git_sync
 
 _REFLOG_MESSAGE = "kairo-orch"
 
@@ -46,15 +44,19 @@ async def rev_parse(cwd: Path, rev: str) -> str:
     A usage error, because the revisions that can be wrong come from the user (a plan's
     `base`); internal callers only pass oids and refs they created.
     """
-    result = await git(
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        "--end-of-options",
-        f"{rev}^{{commit}}",
-        cwd=cwd,
-        check=False,
-    )
+    return _commit(await git(*_rev_parse_args(rev), cwd=cwd, check=False), cwd, rev)
+
+
+def rev_parse_sync(cwd: Path, rev: str) -> str:
+    """`rev_parse` without trio (git_sync)."""
+    return _commit(git_sync(*_rev_parse_args(rev), cwd=cwd, check=False), cwd, rev)
+
+
+def _rev_parse_args(rev: str) -> tuple[str, ...]:
+    return ("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+
+
+def _commit(result: GitResult, cwd: Path, rev: str) -> str:
     if result.returncode != 0:
         raise UsageError(f"{rev!r} does not name a commit in the repository at {cwd}")
     return result.stdout.strip()
@@ -67,6 +69,11 @@ async def tree_of(cwd: Path, rev: str) -> str:
 
 async def branch_exists(cwd: Path, name: str) -> bool:
     result = await git("show-ref", "--verify", "--quiet", branch_ref(name), cwd=cwd, check=False)
+    return result.returncode == 0
+
+
+def branch_exists_sync(cwd: Path, name: str) -> bool:
+    result = git_sync("show-ref", "--verify", "--quiet", branch_ref(name), cwd=cwd, check=False)
     return result.returncode == 0
 
 
@@ -158,6 +165,8 @@ async def read_refs(cwd: Path, refs: Sequence[str]) -> dict[str, RefTip]:
     through adding or removing a worktree; the merge step runs beside worktree creation,
     so it looks again a few times before it gives up.
     """
+    import trio  # here: `start` and `validate` import this module but run no trio loop
+
     for name in refs:
         _require_full_ref(name)
     for wait in (0.02, 0.05, 0.1, 0.2, 0.5):

@@ -176,13 +176,41 @@ async def git(
             check=False,
         )
     except FileNotFoundError:
-        if not await trio.Path(cwd).is_dir():
-            raise StepFailed(f"cannot run git {args[0]}: {cwd} does not exist") from None
-        raise EnvironmentProblem("git is not installed (no `git` on PATH)") from None
+        raise _not_run(args, cwd) from None
+    return _result(args, cwd, done.returncode, done.stdout, done.stderr, check=check)
+
+
+def git_sync(*args: str, cwd: Path, check: bool = True) -> GitResult:
+    """`git()` for code that runs no trio loop: the few queries of a CLI command's start
+    (`start` and `validate` read a plan with them), where importing trio would cost more
+    than the git processes."""
+    try:
+        done = subprocess.run(
+            ["git", *_GLOBAL_OPTIONS, *args],
+            cwd=cwd,
+            env=git_environment(None),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise _not_run(args, cwd) from None
+    return _result(args, cwd, done.returncode, done.stdout, done.stderr, check=check)
+
+
+def _not_run(args: Sequence[str], cwd: Path) -> KairoError:
+    if not cwd.is_dir():
+        return StepFailed(f"cannot run git {args[0]}: {cwd} does not exist")
+    return EnvironmentProblem("git is not installed (no `git` on PATH)")
+
+
+def _result(
+    args: tuple[str, ...], cwd: Path, returncode: int, stdout: bytes, stderr: bytes, *, check: bool
+) -> GitResult:
     result = GitResult(
-        returncode=done.returncode,
-        stdout=done.stdout.decode("utf-8", "surrogateescape"),
-        stderr=done.stderr.decode("utf-8", "surrogateescape"),
+        returncode=returncode,
+        stdout=stdout.decode("utf-8", "surrogateescape"),
+        stderr=stderr.decode("utf-8", "surrogateescape"),
     )
     if check and result.returncode != 0:
         raise StepFailed(f"git {_describe(args)} failed in {cwd}: {first_line(result)}")

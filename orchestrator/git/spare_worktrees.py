@@ -12,7 +12,7 @@ is removed, never kept.
 
 A spare is an ordinary worktree on a detached HEAD, so `git worktree list` shows it, and
 git's own prune leaves it (its directory exists). At most `SPARES_KEPT` are kept (or as
-many as KAIRO_SPARE_WORKTREES says), the rest removed as before; `kairo-orch clean
+many as KAIRO_SPARE_WORKTREES says: spare_setting.py), the rest removed as before; `kairo-orch clean
 --spares` removes them all. Only a worktree on the
 same file system as the spare directory is kept, since a move elsewhere would be a copy.
 
@@ -33,30 +33,12 @@ import contextlib
 import functools
 import json
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 
 import trio
 
-from orchestrator.errors import StepFailed, UsageError
+from orchestrator.errors import StepFailed
 from orchestrator.git.repo import git
-
-#: How many released worktrees are kept for reuse, at most, unless the environment says.
-SPARES_KEPT = 32
-#: The environment variable that says (0: none, every released worktree is removed).
-SPARES_VARIABLE = "KAIRO_SPARE_WORKTREES"
-
-
-def spares_to_keep(environment: Mapping[str, str]) -> int:
-    """How many spares to keep: a repository whose checkout is large may want fewer."""
-    text = environment.get(SPARES_VARIABLE, "").strip()
-    if not text:
-        return SPARES_KEPT
-    if not (text.isascii() and text.isdigit()):
-        raise UsageError(
-            f"{SPARES_VARIABLE} must be how many spare worktrees to keep (0 for none), not {text!r}"
-        )
-    return int(text)
 
 
 def spare_root(git_common_dir: Path) -> Path:

@@ -22,6 +22,7 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import discover_repo, error_context, git
+from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.spare_worktrees import (
     count_spares,
     detach_if_plain,
@@ -30,7 +31,6 @@ from orchestrator.git.spare_worktrees import (
     put_aside,
     remove_spares,
     spare_root,
-    spares_to_keep,
     switch_spare,
     take_spare,
 )

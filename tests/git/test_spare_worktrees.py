@@ -12,7 +12,8 @@ import trio
 
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.spare_worktrees import SPARES_KEPT, spare_root, spares_to_keep
+from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
+from orchestrator.git.spare_worktrees import spare_root
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.git.conftest import run, write
 
