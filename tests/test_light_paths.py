@@ -37,8 +37,7 @@ def test_status_and_the_live_view_do_not_import_trio() -> None:
 def test_start_validate_and_resume_do_not_import_trio() -> None:
     # They run before the supervisor's first worktree, beside its own imports.
     loaded = _modules_after(
-        "import orchestrator.cli.new_execution, orchestrator.cli.validate, "
-        "orchestrator.cli.resume"
+        "import orchestrator.cli.new_execution, orchestrator.cli.validate, orchestrator.cli.resume"
     )
     assert "pydantic" in loaded and "orchestrator" in loaded
     assert "trio" not in loaded

@@ -157,12 +157,6 @@ def new_session_argv(
     )
 
 
-def new_window_argv(
-    session: str, name: str, *, title: str, command: Sequence[str], cwd: str
-) -> Command:
-    return chain(*new_window_commands(session, name, NewPane(title, command, cwd)))
-
-
 def new_window_commands(session: str, name: str, pane: NewPane) -> list[Command]:
     # -d: creating a window must not switch an attached user away from what they watch.
     # The new pane is then targeted by the window's unique name (the active pane of a window
@@ -175,10 +169,6 @@ def new_window_commands(session: str, name: str, pane: NewPane) -> list[Command]
         *window_options(window),
         *title_commands(["-t", window], pane.title),
     ]
-
-
-def split_argv(window_id: str, *, title: str, command: Sequence[str], cwd: str) -> Command:
-    return chain(*split_commands(window_id, NewPane(title, command, cwd)))
 
 
 def split_commands(window: str, pane: NewPane) -> list[Command]:

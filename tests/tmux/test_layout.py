@@ -39,7 +39,7 @@ def test_session_names_tmux_would_rewrite_are_refused(name: str) -> None:
 
 
 def test_split_sets_the_title_of_the_new_pane_and_tiles() -> None:
-    argv = layout.split_argv("@3", title="t #1", command=["run", "x"], cwd="/w#")
+    argv = layout.chain(*layout.split_commands("@3", layout.NewPane("t #1", ["run", "x"], "/w#")))
     assert argv == [
         *["split-window", "-t", "@3", "-c", "/w##", "-P", "-F", layout.REF_FORMAT],
         *["--", "run", "x", ";", "select-pane", "-T", "t ##1", ";"],
@@ -59,7 +59,8 @@ def _commands(argv: list[str]) -> list[list[str]]:
 
 
 def test_new_window_is_detached_and_targets_its_pane_by_name() -> None:
-    argv = layout.new_window_argv("s", "agents-2", title="t", command=["run", "x"], cwd="/w")
+    pane = layout.NewPane("t", ["run", "x"], "/w")
+    argv = layout.chain(*layout.new_window_commands("s", "agents-2", pane))
     create, *options, title, our_title = _commands(argv)
 
     assert create == [
