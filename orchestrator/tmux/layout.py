@@ -196,17 +196,22 @@ def open_panes_argv(
     only once tmux has made it), and so is the packing's window when it is a new one.
     """
     commands: list[Command] = []
-    window, number = packing.window, packing.next_number
     for pane in panes:
-        if window is not None and window.panes < panes_per_window:
+        window, number = packing.window, packing.next_number
+        if has_room(packing, panes_per_window):
+            assert window is not None
             commands += split_commands(window.window_id, pane)
-            window = AgentWindow(window.window_id, window.name, window.panes + 1)
+            packing = Packing(AgentWindow(window.window_id, window.name, window.panes + 1), number)
         else:
             name = f"{AGENT_WINDOW_PREFIX}{number}"
             commands += new_window_commands(session, name, pane)
-            window = AgentWindow(window_target(session, name), name, 1)
-            number += 1
-    return chain(*commands), Packing(window, number)
+            packing = Packing(AgentWindow(window_target(session, name), name, 1), number + 1)
+    return chain(*commands), packing
+
+
+def has_room(packing: Packing, panes_per_window: int) -> bool:
+    """Whether the next pane goes into the packing's window rather than a new one."""
+    return packing.window is not None and packing.window.panes < panes_per_window
 
 
 def pane_command(command: Sequence[str]) -> list[str]:

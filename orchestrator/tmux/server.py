@@ -20,7 +20,7 @@ import trio
 
 from orchestrator.errors import EnvironmentProblem, StepFailed
 from orchestrator.tmux import layout
-from orchestrator.tmux.layout import AgentWindow, Packing, PaneInfo, PaneRef
+from orchestrator.tmux.layout import Packing, PaneInfo, PaneRef
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +46,12 @@ class _PaneRequest:
     @property
     def answered(self) -> bool:
         return self.ref is not None or self.error is not None
+
+
+def _known(after: Packing, last: PaneRef) -> Packing:
+    """The packing once its last pane has opened, its window named by the id tmux gave."""
+    assert after.window is not None
+    return Packing(dataclasses.replace(after.window, window_id=last.window_id), after.next_number)
 
 
 class TmuxServer:
@@ -189,9 +195,8 @@ class TmuxServer:
         refs = [layout.parse_pane_ref(line) for line in lines if line.strip()]
         for request, ref in zip(batch, refs, strict=False):
             request.ref = ref
-        if result.returncode == 0 and len(refs) == len(batch) and after.window is not None:
-            window = dataclasses.replace(after.window, window_id=refs[-1].window_id)
-            self._packing[session] = Packing(window, after.next_number)
+        if result.returncode == 0 and len(refs) == len(batch):
+            self._packing[session] = _known(after, refs[-1])
         else:
             reason = result.stderr.decode(errors="replace").strip()
             log.warning("tmux_panes_opened_in_part", opened=len(refs), of=len(batch), error=reason)
@@ -202,26 +207,19 @@ class TmuxServer:
         self, session: str, pane: layout.NewPane, panes_per_window: int
     ) -> PaneRef:
         packing = await self._current_packing(session, panes_per_window)
-        window = packing.window
-        if window is not None and window.panes < panes_per_window:
-            argv = layout.chain(*layout.split_commands(window.window_id, pane))
-            try:
-                ref = layout.parse_pane_ref(await self._run(argv))
-            except StepFailed as error:
-                # The window was closed behind our back, or has no room left at the
-                # client's size: the pane goes into a fresh window instead.
-                log.warning("tmux_split_failed", window_id=window.window_id, error=error.message)
-            else:
-                window = dataclasses.replace(window, panes=window.panes + 1)
-                self._packing[session] = Packing(window, packing.next_number)
-                log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
-                return ref
-        name = f"{layout.AGENT_WINDOW_PREFIX}{packing.next_number}"
-        argv = layout.chain(*layout.new_window_commands(session, name, pane))
-        ref = layout.parse_pane_ref(await self._run(argv))
-        self._packing[session] = Packing(
-            AgentWindow(ref.window_id, name, 1), packing.next_number + 1
-        )
+        argv, after = layout.open_panes_argv(session, packing, [pane], panes_per_window)
+        try:
+            ref = layout.parse_pane_ref(await self._run(argv))
+        except StepFailed as error:
+            if not layout.has_room(packing, panes_per_window):
+                raise
+            # The window was closed behind our back, or has no room left at the client's
+            # size: the pane goes into a fresh window instead.
+            log.warning("tmux_split_failed", error=error.message)
+            packing = Packing(None, packing.next_number)
+            argv, after = layout.open_panes_argv(session, packing, [pane], panes_per_window)
+            ref = layout.parse_pane_ref(await self._run(argv))
+        self._packing[session] = _known(after, ref)
         log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
         return ref
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,18 +97,24 @@ async def test_six_agent_panes_pack_four_and_two_with_titles(
     assert max(widths) - min(widths) <= 2 and max(heights) - min(heights) <= 2
 
 
-async def test_open_agent_pane_from_many_tasks_at_once(tmux: TmuxServer, tmp_path: Path) -> None:
-    await _session(tmux, tmp_path)
-    refs = []
+async def _open_at_once(
+    tmux: TmuxServer, cwd: Path, count: int, command: Callable[[int], list[str]] = lambda _: IDLE
+) -> dict[int, PaneRef]:
+    """`count` agent panes asked for from as many tasks at once, by number (titles t0...)."""
+    refs: dict[int, PaneRef] = {}
 
     async def open_one(i: int) -> None:
-        refs.append(
-            await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=IDLE, cwd=tmp_path)
-        )
+        refs[i] = await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=command(i), cwd=cwd)
 
     async with trio.open_nursery() as nursery:
-        for i in range(10):
+        for i in range(count):
             nursery.start_soon(open_one, i)
+    return refs
+
+
+async def test_open_agent_pane_from_many_tasks_at_once(tmux: TmuxServer, tmp_path: Path) -> None:
+    await _session(tmux, tmp_path)
+    refs = list((await _open_at_once(tmux, tmp_path, 10)).values())
 
     assert len({r.pane_id for r in refs}) == 10
     assert await _windows(tmux, "kairo-t") == [
@@ -134,16 +141,7 @@ async def test_panes_asked_for_at_once_open_in_one_tmux_call(
     await _session(tmux, tmp_path)
     tmux_bin, calls = _counting_tmux(tmp_path)
     counted = TmuxServer(tmux.socket_name, tmux_bin=tmux_bin)
-    refs: dict[int, PaneRef] = {}
-
-    async def open_one(i: int) -> None:
-        refs[i] = await counted.open_agent_pane(
-            "kairo-t", title=f"t{i}", command=[*IDLE, str(i)], cwd=tmp_path
-        )
-
-    async with trio.open_nursery() as nursery:
-        for i in range(10):
-            nursery.start_soon(open_one, i)
+    refs = await _open_at_once(counted, tmp_path, 10, command=lambda i: [*IDLE, str(i)])
 
     # where the windows are, then every pane in one call
     assert calls.read_text().splitlines() == ["list-windows -t =kairo-t", "new-window -d -t"]
@@ -173,16 +171,7 @@ async def test_panes_a_chained_call_could_not_open_are_opened_one_by_one(
     await tmux.new_session(
         "kairo-t", window_name="supervisor", command=IDLE, cwd=tmp_path, width=10, height=4
     )
-    refs = []
-
-    async def open_one(i: int) -> None:
-        refs.append(
-            await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=IDLE, cwd=tmp_path)
-        )
-
-    async with trio.open_nursery() as nursery:
-        for i in range(6):
-            nursery.start_soon(open_one, i)
+    refs = list((await _open_at_once(tmux, tmp_path, 6)).values())
 
     assert len({r.pane_id for r in refs}) == 6
     panes = await tmux.list_panes("kairo-t")
