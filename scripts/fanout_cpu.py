@@ -39,14 +39,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
-def kind_of(pid: int) -> str:
+def kind_of(pid: int, supervisor: int | None) -> str:
+    if pid == supervisor:  # forked from `start`: its command line is start's
+        return "supervisor"
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return "gone"
     line = b" ".join(argv).decode(errors="replace")
-    if "orchestrator.runtime.daemon" in line:
-        return "supervisor"
     if "orchestrator.cli.main watch" in line:
         return "live view"
     if "agents.runner" in line:
@@ -76,8 +76,9 @@ def one_run(lab: bench.Lab, template: Path, n: int) -> dict[str, float]:
     split["start"] = (children.ru_utime + children.ru_stime) - (
         children_before.ru_utime + children_before.ru_stime
     )
+    supervisor = lab.supervisor_pid(repo)
     for pid in lab.pids_under(repo.parent):
-        split[kind_of(pid)] += cpu_seconds(pid)
+        split[kind_of(pid, supervisor)] += cpu_seconds(pid)
     split["tmux server"] = cpu_seconds(server) - server_before
     split["git and the rest"] = split["busy"] - sum(
         v for k, v in split.items() if k not in ("wall", "busy")

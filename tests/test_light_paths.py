@@ -44,6 +44,18 @@ def test_start_validate_and_resume_do_not_import_trio() -> None:
 
 
 def test_the_supervisor_process_does_not_import_rich() -> None:
+    # As `start` forks it (supervisor_process._serve), after what they share.
+    loaded = _modules_after(
+        "import orchestrator.cli.context\n"
+        "from orchestrator.runtime.supervisor_process import without_rich\n"
+        "without_rich()\n"
+        "import orchestrator.runtime.daemon"
+    )
+    assert "structlog" in loaded and "trio" in loaded
+    assert "rich" not in loaded
+
+
+def test_a_supervisor_run_directly_does_not_import_rich() -> None:
     # As `python -m orchestrator.runtime.daemon` runs it; --help ends it after its imports.
     loaded = _modules_after(
         "import runpy, sys, contextlib\n"
@@ -53,3 +65,13 @@ def test_the_supervisor_process_does_not_import_rich() -> None:
     )
     assert "structlog" in loaded and "trio" in loaded
     assert "rich" not in loaded
+
+
+def test_what_start_imports_before_it_forks_the_supervisor_is_free_of_the_supervisors_own() -> (
+    None
+):
+    # Only what both use comes before the fork: the supervisor's own imports (trio,
+    # structlog) and start's (the YAML parser) then run side by side.
+    loaded = _modules_after("import orchestrator.cli.start, orchestrator.cli.context")
+    assert "pydantic" in loaded
+    assert not {"trio", "structlog", "ruamel"} & loaded

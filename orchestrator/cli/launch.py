@@ -46,7 +46,7 @@ def launch(
     supervisor: PendingSupervisor | None = None,
 ) -> None:
     """Claim the execution (exit 4 if it is owned), hand it to a supervisor (`supervisor`,
-    started ahead by the caller, or a new one), then wait for its end (`wait`), attach to
+    forked ahead by the caller, or a new one), then wait for its end (`wait`), attach to
     its tmux session (a terminal, no `detach`) or return."""
     spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
     with ExitStack() as stack:
@@ -102,7 +102,7 @@ def _wait_until_supervised(
     failure = None
     while time.monotonic() < deadline:
         state = advance_state(ws.store, state)
-        if state.supervisor_pid == supervisor.process.pid:
+        if state.supervisor_pid == supervisor.pid:
             return
         failure = supervisor.failure()
         if failure is not None:

@@ -29,9 +29,11 @@ def resume(
     store_url: str | None,
 ) -> None:
     """Recover an interrupted execution (the newest when ID is left out) and go on."""
-    # As in `start`: the supervisor starts importing first, and the work is imported after.
+    # As in `start`: the supervisor is forked once the imports it shares with this command
+    # are done, and the rest of each side's imports run side by side.
+    from orchestrator.cli.context import open_workspace
+
     with pending_supervisor() as supervisor:
-        from orchestrator.cli.context import open_workspace
         from orchestrator.cli.launch import launch, wait_until_ended
 
         with open_workspace(repo, store_url) as ws:

@@ -3,7 +3,7 @@
 It is a session leader of its own (setsid), with no terminal, and its output goes to the
 execution's `supervisor.log`, so closing the terminal that started it kills nothing. It
 runs with the environment of the command that started it, which agents inherit in turn.
-It is usually started before its execution exists and handed it on stdin
+That command forks it before the execution exists and hands it over on a pipe
 (supervisor_process.py); `python -m orchestrator.runtime.daemon ID --repo DIR` runs one
 directly.
 """
@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    # This process writes only to its log, never to a terminal, and structlog.dev imports
-    # rich (~30 ms, on the way to the first worktree of every start) only to draw console
-    # tracebacks. Marked absent (an ImportError for `import rich`), structlog does without.
-    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
+    from orchestrator.runtime.supervisor_process import without_rich
+
+    without_rich()  # before structlog is imported
 
 import structlog
 import trio
@@ -40,7 +39,6 @@ from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.runtime.supervisor import supervise
-from orchestrator.runtime.supervisor_process import AWAIT_HANDOVER, receive_handover
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
@@ -154,11 +152,6 @@ async def _remove_integration_checkout(edges: Edges, state: ExecutionState) -> N
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv == [AWAIT_HANDOVER]:  # started ahead of its execution (supervisor_process.py)
-        handed_over = receive_handover()
-        if handed_over is None:
-            return 0  # the command that started it failed before it had an execution
-        argv = handed_over
     parser = argparse.ArgumentParser(prog="kairo-orch-supervisor")
     parser.add_argument("execution_id")
     parser.add_argument("--repo", type=Path, required=True)

@@ -1,14 +1,20 @@
-"""Starting a supervisor process ahead of its execution, so that its start-up overlaps ours.
+"""The supervisor process: forked from the command that starts it, ahead of its execution.
 
-A supervisor is a new interpreter that imports trio, structlog, pydantic and the whole
-runtime: about 0.3 s, which used to come between `start` creating an execution and the
-first worktree. So `start` and `resume` start the process first, before their own heavy
-imports, and it imports while they validate the plan and create the execution (two
-cores do both at once). Once the execution exists, it is handed over: one line of JSON on
-the process's stdin, the arguments of `orchestrator.runtime.daemon` and its log file.
+A supervisor needs what `start` and `resume` have already imported (pydantic's models of
+the plan and the events, the store: about 0.15 s of CPU) and more of its own (trio,
+structlog, the runtime: about 0.13 s). A new interpreter would import the shared part a
+second time, on the two cores that are about to fill worktrees. So the command forks once
+it has imported what both use: the child becomes the supervisor (a session leader of its
+own, no terminal, its output on a pipe) and imports the rest while the parent validates
+the plan and creates the execution. Once the execution exists it is handed over: one line
+of JSON on a pipe, the arguments of `orchestrator.runtime.daemon` and its log file.
 
 A command that fails before the handover just closes the pipe (or exits), and the waiting
-process ends quietly at the end of its stdin: nothing was claimed, nothing is left.
+child ends quietly at the end of it: nothing was claimed, nothing is left.
+
+The fork is taken where the command runs no thread (its git and tmux calls are
+subprocesses, its store a SQLite or PostgreSQL connection that the child never touches:
+the child exits with `os._exit` and never unwinds the parent's frames that hold it).
 
 Standard library only: the CLI imports this before anything heavy.
 """
@@ -17,16 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import NoReturn
 
 from orchestrator.errors import EnvironmentProblem
 
-#: The daemon's only argument when it is to wait for its execution on stdin.
-AWAIT_HANDOVER = "--await-handover"
+#: What the waiting child says on its pipe before the handover at most (an import error).
+_LAST_WORDS_BYTES = 64 * 1024
 
 
 def supervisor_log_path(run_root: Path) -> Path:
@@ -66,70 +73,83 @@ def daemon_arguments(
 
 
 class PendingSupervisor:
-    """A supervisor process that is importing, or waiting for its execution."""
+    """A forked supervisor that is importing, or waiting for its execution."""
 
     def __init__(self) -> None:
-        self._process = subprocess.Popen(
-            # -P: the current directory (the user's) is not searched for modules, so a
-            # project with a top-level `orchestrator/` of its own cannot shadow ours.
-            [sys.executable, "-P", "-m", "orchestrator.runtime.daemon", AWAIT_HANDOVER],
-            stdin=subprocess.PIPE,
-            # Only a failure to start writes here (an import error, say): it is what the
-            # user is told. After the handover its output goes to its log.
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # no terminal: closing ours kills nothing
-            close_fds=True,
-        )
+        handover_read, handover_write = os.pipe()
+        words_read, words_write = os.pipe()
+        sys.stdout.flush()  # what this command printed must not be printed twice
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(handover_write)
+            os.close(words_read)
+            _become_supervisor(handover_read, words_write)
+        os.close(handover_read)
+        os.close(words_write)
+        self.pid = pid
+        self._handover = os.fdopen(handover_write, "wb")
+        # Only a failure to start writes here (an import error, say): it is what the user
+        # is told. After the handover the child's output goes to its log.
+        self._words = os.fdopen(words_read, "rb")
+        self._status: int | None = None
         self.handed_over = False
-
-    @property
-    def process(self) -> subprocess.Popen[bytes]:
-        return self._process
 
     def hand_over(self, arguments: list[str], *, log_path: Path) -> None:
         """Give it its execution: the daemon's `arguments`; its output goes to `log_path`."""
-        assert self._process.stdin is not None
         log_path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"arguments": arguments, "log": str(log_path)}) + "\n"
         try:
-            self._process.stdin.write(line.encode())
-            self._process.stdin.close()
+            self._handover.write(line.encode())
+            self._handover.close()
         except BrokenPipeError:
-            self._process.wait()
+            self._reap(block=True)
             raise EnvironmentProblem(
                 f"the supervisor process could not start: {self._last_words()}"
             ) from None
         self.handed_over = True
 
-    def abandon(self) -> None:
-        """No execution for it: it reads the end of its stdin and exits."""
-        if self._process.stdin is not None and not self._process.stdin.closed:
-            with suppress(BrokenPipeError):
-                self._process.stdin.close()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
+    def release(self) -> None:
+        """Let go of its pipes. Before a handover this abandons it: it reads the end of
+        the pipe and exits quietly, as after a command that failed."""
+        with suppress(BrokenPipeError):
+            self._handover.close()
+        self._words.close()
 
     def failure(self) -> str | None:
         """Why it is gone, once it exited: what it said (the end of an import error's
         traceback, say, written before it had a log), else its exit status."""
-        if self._process.poll() is None:
+        if not self._reap(block=False):
             return None
         return self._last_words()
 
+    def wait(self) -> int:
+        """Its exit status, once it has exited (the shell's: 128+N for signal N)."""
+        self._reap(block=True)
+        assert self._status is not None
+        return self._status
+
+    def _reap(self, *, block: bool) -> bool:
+        """Whether it has exited (collecting its status once)."""
+        if self._status is None:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            if pid == 0:
+                return False
+            self._status = os.waitstatus_to_exitcode(status)
+        return True
+
     def _last_words(self) -> str:
-        output = self._process.stdout
-        if output is None or output.closed:
-            lines = []
-        else:
-            with output:
-                lines = output.read().decode(errors="replace").strip().splitlines()
+        lines: list[str] = []
+        if not self._words.closed:
+            with self._words:
+                lines = self._words.read(_LAST_WORDS_BYTES).decode(errors="replace").splitlines()
+        lines = [line for line in lines if line.strip()]
         if lines:
-            return lines[-1]
-        status = self._process.returncode
-        if status < 0:
-            return f"it was killed by signal {-status} before it said anything"
-        return f"it exited with status {status} and said nothing"
+            return lines[-1].strip()
+        assert self._status is not None
+        if self._status < 0:
+            return f"it was killed by signal {-self._status} before it said anything"
+        return f"it exited with status {self._status} and said nothing"
 
 
 @contextmanager
@@ -139,27 +159,69 @@ def pending_supervisor() -> Iterator[PendingSupervisor]:
     try:
         yield supervisor
     finally:
-        if not supervisor.handed_over:
-            supervisor.abandon()
-        elif supervisor.process.stdout is not None:
-            supervisor.process.stdout.close()
+        supervisor.release()
 
 
-def receive_handover() -> list[str] | None:
-    """In the waiting process: the daemon's arguments, with stdin, stdout and stderr
-    moved off the pipes (stdout and stderr onto the log); None at the end of stdin."""
-    line = sys.stdin.buffer.readline()
+def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
+    """In the forked child: leave the command's session and terminal, import the
+    supervisor, wait for the execution and run it. Never returns into the command."""
+    status = 1
+    try:
+        os.setsid()  # no terminal: closing the user's kills nothing
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((0, null_fd), (1, words_fd), (2, words_fd)):
+            os.dup2(target, fd)
+        os.close(null_fd)
+        os.close(words_fd)
+        # Files of its own on those descriptors: the command's may have been replaced by
+        # something that does not write to them (a test runner's capture, say).
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+        # As `python -P`: what it imports from here on is not looked for in the directory
+        # it was started from, where a repository's own `trio/` could shadow the real one.
+        cwd = os.getcwd()
+        sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+        status = _serve(handover_fd)
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 1
+    except BaseException:
+        with suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+
+def without_rich() -> None:
+    """Mark rich absent, unless it is loaded already: a supervisor writes only to its log,
+    and structlog.dev imports rich (~30 ms, on the way to the first worktree of every
+    start) only to draw console tracebacks. Marked absent (an ImportError for `import
+    rich`), structlog does without. Call it before structlog is imported."""
+    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
+
+
+def _serve(handover_fd: int) -> int:
+    without_rich()
+    from orchestrator.runtime import daemon  # its own imports, beside the command's work
+
+    with os.fdopen(handover_fd, "rb") as handover:
+        line = handover.readline()
     if not line.strip():
-        return None
-    handover = json.loads(line)
-    log_fd = os.open(handover["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null_fd = os.open(os.devnull, os.O_RDONLY)
+        return 0  # the command that forked it failed before it had an execution
+    handed_over = json.loads(line)
+    _output_to(handed_over["log"])
+    arguments: list[str] = handed_over["arguments"]
+    return daemon.main(arguments)
+
+
+def _output_to(log: str) -> None:
+    """stdout and stderr onto the log, off the pipe the command may be reading."""
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(null_fd, 0)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    os.close(null_fd)
-    arguments: list[str] = handover["arguments"]
-    return arguments

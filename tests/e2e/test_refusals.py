@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtime.supervisor_process import AWAIT_HANDOVER
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = pytest.mark.slow
@@ -75,13 +74,15 @@ def assert_nothing_created(kairo: Kairo, repo: Path) -> None:
 
 
 def waiting_supervisors(kairo: Kairo) -> list[int]:
-    """Supervisor processes still waiting for an execution, started by this test's runs
-    (they inherit its environment, which names its own tmux socket)."""
+    """Supervisor processes still waiting for an execution, forked by this test's `start`
+    (a fork keeps start's command line, and the environment, which names this test's own
+    tmux socket); `start` itself has returned."""
     found = []
     marker = f"KAIRO_TMUX_SOCKET={kairo.socket}".encode()
     for entry in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
-            if AWAIT_HANDOVER.encode() in (entry / "cmdline").read_bytes() and marker in (
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"orchestrator.cli.main" in argv and b"start" in argv and marker in (
                 entry / "environ"
             ).read_bytes().split(b"\0"):
                 found.append(int(entry.name))

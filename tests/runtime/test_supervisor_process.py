@@ -1,9 +1,11 @@
-"""A supervisor process started ahead of its execution: abandoned, handed over, or dead."""
+"""A supervisor forked ahead of its execution: abandoned, handed over, or dead."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,17 +13,26 @@ import pytest
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.supervisor_process import pending_supervisor
 
-WAIT_S = 60  # its imports take ~0.3 s on a quiet machine; CI may be anything but quiet
-
 
 def test_an_abandoned_supervisor_process_exits_by_itself_and_quietly() -> None:
     with pending_supervisor() as supervisor:
         # The command failed (a bad plan, say) before it had an execution.
-        assert supervisor.process.stdin is not None and supervisor.process.stdout is not None
-        supervisor.process.stdin.close()
-        assert supervisor.process.wait(timeout=WAIT_S) == 0
-        assert supervisor.process.stdout.read() == b""
+        supervisor.release()
+        assert supervisor.wait() == 0
         assert supervisor.failure() == "it exited with status 0 and said nothing"
+
+
+def test_a_supervisor_is_a_session_of_its_own() -> None:
+    with pending_supervisor() as supervisor:
+        # It leaves our session first thing, so that a terminal's hangup or Ctrl-C never
+        # reaches it.
+        deadline = time.monotonic() + 10
+        while os.getsid(supervisor.pid) != supervisor.pid and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert os.getsid(supervisor.pid) == supervisor.pid != os.getsid(0)
+        assert supervisor.failure() is None
+        supervisor.release()
+        assert supervisor.wait() == 0
 
 
 def test_a_handover_moves_the_supervisors_output_to_its_log(tmp_path: Path) -> None:
@@ -32,9 +43,9 @@ def test_a_handover_moves_the_supervisors_output_to_its_log(tmp_path: Path) -> N
     with pending_supervisor() as supervisor:
         # No such execution: the supervisor fails at once, and says so in its log.
         supervisor.hand_over(["01NOSUCHEXECUTION", "--repo", str(repo)], log_path=log)
-        assert supervisor.process.wait(timeout=WAIT_S) != 0
-        assert supervisor.process.stdout is not None
-        assert supervisor.process.stdout.read() == b""  # nothing went to the pipe
+        assert supervisor.wait() != 0
+        # Nothing went to the pipe the command reads before a handover.
+        assert supervisor.failure() == "it exited with status 1 and said nothing"
     assert "supervisor_crashed" in log.read_text()
 
 
@@ -43,7 +54,7 @@ def test_a_handover_to_a_supervisor_process_that_died_is_an_environment_problem(
 ) -> None:
     with pending_supervisor() as supervisor:
         assert supervisor.failure() is None  # still importing, or waiting
-        supervisor.process.send_signal(signal.SIGKILL)
-        supervisor.process.wait(timeout=WAIT_S)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        assert supervisor.wait() == -signal.SIGKILL
         with pytest.raises(EnvironmentProblem, match="could not start: it was killed by signal 9"):
             supervisor.hand_over(["01X", "--repo", str(tmp_path)], log_path=tmp_path / "log")
