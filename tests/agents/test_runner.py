@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agents.runner import TAIL_BYTES, runner_argv
+from agents.runner import TAIL_BYTES, json_dumps, json_loads, runner_argv
 from orchestrator.tmux.server import TmuxServer
 from tests.tmux.conftest import eventually, private_tmux_server, process_gone, tmux_out
 
@@ -329,6 +331,31 @@ def test_a_bad_spec_is_refused_with_a_sentence(
     assert done.returncode == 2
     assert done.stderr.startswith("kairo runner: cannot read the spec ")
     assert complaint in done.stderr
+
+
+# What a spec holds (argv, env, paths, a float) and what a record holds (output tails of
+# any text): the runner reads and writes them with json's C half, not `json` itself.
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_DOCUMENTS = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=20
+)
+
+
+@given(_DOCUMENTS)
+def test_the_runner_reads_json_as_the_json_module_does(document: object) -> None:
+    assert json_loads(json.dumps(document)) == document
+    assert json_loads(json.dumps(document, indent=2) + "\n") == document
+
+
+@given(st.dictionaries(st.text(), st.none() | st.booleans() | st.integers() | st.text()))
+def test_the_runner_writes_records_the_json_module_reads_back(record: dict[str, object]) -> None:
+    assert json.loads(json_dumps(record)) == record
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} x', "[1,]", '"\\x"'])
+def test_the_runner_refuses_what_is_not_one_json_document(text: str) -> None:
+    with pytest.raises(ValueError):
+        json_loads(text)
 
 
 def test_the_runner_imports_only_the_standard_library() -> None:
