@@ -67,9 +67,7 @@ def test_a_supervisor_run_directly_does_not_import_rich() -> None:
     assert "rich" not in loaded
 
 
-def test_what_start_imports_before_it_forks_the_supervisor_is_free_of_the_supervisors_own() -> (
-    None
-):
+def test_what_start_imports_before_it_forks_the_supervisor_is_free_of_the_supervisors_own() -> None:
     # Only what both use comes before the fork: the supervisor's own imports (trio,
     # structlog) and start's (the YAML parser) then run side by side.
     loaded = _modules_after("import orchestrator.cli.start, orchestrator.cli.context")

@@ -64,7 +64,7 @@ def launch(
         run_root = Path(state.created.run_root)
         arguments = daemon_arguments(
             execution_id,
-            repo_root=ws.paths.toplevel,
+            repo=ws.paths,
             store_url=ws.store_url,
             handover_version=row.version,
             resume=resume,

@@ -32,7 +32,7 @@ from orchestrator.core.ids import live_view_channel
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
-from orchestrator.git.repo import Identity, discover_repo
+from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
@@ -88,7 +88,7 @@ def gated(argv: list[str], channel: str, wait_s: float) -> list[str]:
 
 async def run_supervisor(
     execution_id: str,
-    repo_root: Path,
+    paths: RepoPaths,
     store_url: str | None,
     *,
     handover_version: int | None,
@@ -96,7 +96,6 @@ async def run_supervisor(
     rerun_interrupted: bool,
     stop: StopMode | None = None,
 ) -> int:
-    paths = discover_repo(repo_root)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:
@@ -114,18 +113,16 @@ async def run_supervisor(
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxServer(created.tmux_socket)
-        if not await tmux.has_session(created.tmux_session):
-            await tmux.new_session(
-                created.tmux_session,
-                window_name="supervisor",
-                command=watch_command(execution_id, paths.toplevel, store_url),
-                cwd=paths.toplevel,
+        async with trio.open_nursery() as nursery:  # two round trips at once, not one by one
+            nursery.start_soon(
+                _open_session, tmux, created.tmux_session, execution_id, paths, store_url
             )
+            identity = await Identity.for_repo(paths.toplevel)
         edges = Edges(
             repo_root=paths.toplevel,
-            workspaces=LocalWorktreeProvider(paths.toplevel),
+            workspaces=LocalWorktreeProvider(paths),
             tmux=tmux,
-            identity=await Identity.for_repo(paths.toplevel),
+            identity=identity,
             environment=dict(os.environ),
         )
         journal = Journal(store, state, owner=me, version=row.version)
@@ -138,6 +135,19 @@ async def run_supervisor(
         await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
+
+
+async def _open_session(
+    tmux: TmuxServer, session: str, execution_id: str, paths: RepoPaths, store_url: str | None
+) -> None:
+    """The execution's tmux session, with its live view, unless it is there (a resume)."""
+    if not await tmux.has_session(session):
+        await tmux.new_session(
+            session,
+            window_name="supervisor",
+            command=watch_command(execution_id, paths.toplevel, store_url),
+            cwd=paths.toplevel,
+        )
 
 
 async def _remove_integration_checkout(edges: Edges, state: ExecutionState) -> None:
@@ -155,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kairo-orch-supervisor")
     parser.add_argument("execution_id")
     parser.add_argument("--repo", type=Path, required=True)
+    # Where `start` found the repository's git directories: no need to ask git again.
+    parser.add_argument("--git-dir", type=Path, default=None)
+    parser.add_argument("--git-common-dir", type=Path, default=None)
     parser.add_argument("--store", default=None)
     parser.add_argument("--handover-version", type=int, default=None)
     parser.add_argument("--resume", action="store_true")
@@ -163,12 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.chdir(args.repo)
     logs.configure(sys.stdout)
+    if args.git_dir is not None and args.git_common_dir is not None:
+        paths = RepoPaths(args.repo, args.git_dir, args.git_common_dir)
+    else:
+        paths = discover_repo(args.repo)
     try:
         return trio.run(
             functools.partial(
                 run_supervisor,
                 args.execution_id,
-                args.repo,
+                paths,
                 args.store,
                 handover_version=args.handover_version,
                 resume=args.resume,

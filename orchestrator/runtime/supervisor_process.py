@@ -28,9 +28,12 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from orchestrator.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from orchestrator.git.repo import RepoPaths
 
 #: What the waiting child says on its pipe before the handover at most (an import error).
 _LAST_WORDS_BYTES = 64 * 1024
@@ -43,21 +46,25 @@ def supervisor_log_path(run_root: Path) -> Path:
 def daemon_arguments(
     execution_id: str,
     *,
-    repo_root: Path,
+    repo: RepoPaths,
     store_url: str | None,
     handover_version: int,
     resume: bool = False,
     rerun_interrupted: bool = False,
     stop: str | None = None,
 ) -> list[str]:
-    """The arguments of `orchestrator.runtime.daemon` for `execution_id`.
+    """The arguments of `orchestrator.runtime.daemon` for `execution_id` in `repo`.
 
     The caller has claimed the execution; `handover_version` passes that claim on.
     """
     arguments = [
         execution_id,
         "--repo",
-        str(repo_root),
+        str(repo.toplevel),
+        "--git-dir",
+        str(repo.git_dir),
+        "--git-common-dir",
+        str(repo.git_common_dir),
         "--handover-version",
         str(handover_version),
     ]
@@ -180,7 +187,7 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
         sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
         # As `python -P`: what it imports from here on is not looked for in the directory
         # it was started from, where a repository's own `trio/` could shadow the real one.
-        cwd = os.getcwd()
+        cwd = str(Path.cwd())
         sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
         status = _serve(handover_fd)
     except SystemExit as done:

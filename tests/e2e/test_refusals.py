@@ -82,9 +82,11 @@ def waiting_supervisors(kairo: Kairo) -> list[int]:
     for entry in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"orchestrator.cli.main" in argv and b"start" in argv and marker in (
-                entry / "environ"
-            ).read_bytes().split(b"\0"):
+            if (
+                b"orchestrator.cli.main" in argv
+                and b"start" in argv
+                and marker in (entry / "environ").read_bytes().split(b"\0")
+            ):
                 found.append(int(entry.name))
     return found
 
