@@ -19,6 +19,9 @@ from orchestrator.runtime.state_reader import advance_state
 from orchestrator.tmux.interactive import attach_session
 
 REFRESH_SECONDS = 0.5
+#: An ended execution's log seldom changes (a `resume --rerun-interrupted` reopens it), and
+#: its window may stay open for days: looked at every few seconds, it costs next to nothing.
+ENDED_REFRESH_SECONDS = 5.0
 
 
 @click.command()
@@ -45,6 +48,7 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
+        shown: dict[str, object] | None = None
         with Live(auto_refresh=False, console=render.console()) as live:
             while True:
                 row = ws.row(execution_id)
@@ -56,13 +60,17 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
                     head_seq=row.head_seq,
                     head_hash=row.head_hash,
                 )
-                footer = (
-                    "ended: `kairo-orch report` tells what merged; this window stays open"
-                    if state.ended
-                    else "agents run in the other windows (C-b n / C-b w)"
-                )
-                live.update(
-                    Group(render.status_header(document), render.status_table(document), footer),
-                    refresh=True,
-                )
-                time.sleep(REFRESH_SECONDS)
+                if document != shown:  # drawing is most of a look's cost: only a change
+                    footer = (
+                        "ended: `kairo-orch report` tells what merged; this window stays open"
+                        if state.ended
+                        else "agents run in the other windows (C-b n / C-b w)"
+                    )
+                    live.update(
+                        Group(
+                            render.status_header(document), render.status_table(document), footer
+                        ),
+                        refresh=True,
+                    )
+                    shown = document
+                time.sleep(ENDED_REFRESH_SECONDS if state.ended else REFRESH_SECONDS)
