@@ -625,7 +625,8 @@ class BareLog:
 
     def append(self, event_type: str, payload: dict[str, Any], schema_version: int) -> None:
         import rfc8785
-        from ulid import ULID
+
+        from orchestrator.store.ulid import new_ulid
 
         self.seq += 1
         created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -641,7 +642,7 @@ class BareLog:
         row = (
             self.execution_id,
             self.seq,
-            str(ULID()),
+            new_ulid(),
             event_type,
             schema_version,
             rfc8785.dumps(payload).decode(),
@@ -659,12 +660,11 @@ class BareLog:
 def bench_checkpoint(lab: Lab, sizes: Sizes) -> Figure:
     """One safe-point event appended with `SqliteStore.append` (one durable transaction,
     as the journal makes it), op by op alternating with a `BareLog` append."""
-    from ulid import ULID
-
     from orchestrator.store.sqlite import SqliteStore
+    from orchestrator.store.ulid import new_ulid
 
     directory = lab.fresh_dir("checkpoint")
-    execution_id = str(ULID())
+    execution_id = new_ulid()
     store = SqliteStore(directory / "kairo.db")
     bare = BareLog(directory / "bare.db", execution_id)
     store.create_execution(execution_id, "bench", "RUNNING", [_safe_point_event(0)])
@@ -752,13 +752,12 @@ def bench_verify(lab: Lab, sizes: Sizes) -> Figure:
     rows out of SQLite alone takes twice as long as hashing them. That in-memory chain is
     still timed and noted, so both ratios can be told.
     """
-    from ulid import ULID
-
     from orchestrator.core.canonical import GENESIS, canonical_json, envelope
     from orchestrator.store.sqlite import SqliteStore
+    from orchestrator.store.ulid import new_ulid
 
     directory = lab.fresh_dir("verify")
-    execution_id = str(ULID())
+    execution_id = new_ulid()
     store = SqliteStore(directory / "kairo.db")
     note(f"verify_100k_s: writing a log of {sizes.events} events")
     events = list(_log_events(sizes.events))

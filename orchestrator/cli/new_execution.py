@@ -8,7 +8,6 @@ import typing
 from pathlib import Path
 
 import click
-from ulid import ULID
 
 from orchestrator.cli.context import Workspace, open_workspace
 from orchestrator.cli.launch import launch
@@ -23,6 +22,7 @@ from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store.base import NewEvent
+from orchestrator.store.ulid import new_ulid
 from orchestrator.tmux.interactive import tmux_version
 
 
@@ -69,7 +69,7 @@ def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
         )
     require_runnable(plan)
     assert checked.base_commit is not None
-    execution_id = str(ULID())
+    execution_id = new_ulid()
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
     if branch_exists_sync(ws.paths.toplevel, integration):
         raise UsageError(

@@ -22,8 +22,6 @@ from pathlib import Path
 from types import EllipsisType, TracebackType
 from typing import Any, Self
 
-from ulid import ULID
-
 from orchestrator.errors import EnvironmentProblem, LogVerificationError, UsageError
 from orchestrator.store import chain, migrations
 from orchestrator.store.base import (
@@ -37,6 +35,7 @@ from orchestrator.store.base import (
     format_timestamp,
     match_execution_id,
 )
+from orchestrator.store.ulid import new_ulid
 
 BUSY_TIMEOUT_S = 10.0
 _ROW = (
@@ -56,7 +55,7 @@ def _utc_now() -> datetime:
 
 
 def _new_event_id() -> str:
-    return str(ULID())
+    return new_ulid()
 
 
 def _is_json(text: Any) -> bool:
