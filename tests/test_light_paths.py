@@ -43,8 +43,9 @@ def test_start_validate_and_resume_do_not_import_trio() -> None:
     assert "trio" not in loaded
 
 
-def test_the_supervisor_process_does_not_import_rich() -> None:
-    # As `start` forks it (supervisor_process._serve), after what they share.
+def test_the_supervisor_process_imports_neither_rich_nor_what_few_plans_use() -> None:
+    # As `start` forks it (supervisor_process._serve), after what they share; wcmatch only
+    # for a plan's copy_files, ulid not at all (orchestrator/store/ulid.py).
     loaded = _modules_after(
         "import orchestrator.cli.context\n"
         "from orchestrator.runtime.supervisor_process import without_rich\n"
@@ -52,7 +53,7 @@ def test_the_supervisor_process_does_not_import_rich() -> None:
         "import orchestrator.runtime.daemon"
     )
     assert "structlog" in loaded and "trio" in loaded
-    assert "rich" not in loaded
+    assert not {"rich", "wcmatch", "ulid"} & loaded
 
 
 def test_a_supervisor_run_directly_does_not_import_rich() -> None:
