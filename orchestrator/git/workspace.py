@@ -123,21 +123,24 @@ class LocalWorktreeProvider:
             try:
                 if spare_waits and await self._reuse_spare(path, base, branch):
                     return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
-                await self._add_worktree(path, base, "-b", branch)
+                await self._add_worktree(path, base, "--detach")
+                try:
+                    await self._fill(
+                        path, "switch", "--quiet", "--discard-changes", "--create", branch, base
+                    )
+                except BaseException:
+                    # Leave nothing half-made behind, so a retry can create it afresh; a
+                    # cancellation must not skip the cleanup, but must still propagate. The
+                    # branch is the switch's last step, made only when it succeeded: an
+                    # existing one (someone's) is never ours to delete.
+                    with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
+                        await self._remove(path)
+                    raise
             except StepFailed as error:
                 if "a branch named" in error.message:
                     raise StepFailed(
                         f"branch {branch!r} already exists; it was not reused"
                     ) from None
-                raise
-            try:
-                await self._fill(path)
-            except BaseException:
-                # Leave nothing half-made behind, so a retry can create it afresh; a
-                # cancellation must not skip the cleanup, but must still propagate.
-                with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
-                    await self._remove(path)
-                    await git("branch", "-D", "--", branch, cwd=self.repo_root, check=False)
                 raise
         return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
 
@@ -179,7 +182,7 @@ class LocalWorktreeProvider:
             prepare_target, path, protected, default_worktree_root(self._common_dir)
         )
         await self._add_worktree(path, commit, "--detach")
-        await self._fill(path)
+        await self._fill(path, "reset", "--hard", "--quiet")
         return path
 
     async def release(self, workspace_path: Path) -> None:
@@ -274,8 +277,10 @@ class LocalWorktreeProvider:
     ) -> None:
         """`worktree add` with no files yet, one at a time: parallel adds race ("failed to
         read .git/worktrees/N/commondir"), and without the checkout each takes ~7 ms. The
-        caller fills the files in (`reset --hard` in the worktree), which is safe in
-        parallel. `prune` first forgets worktrees whose directories are gone."""
+        caller fills the files in (`_fill`), which is safe in parallel. A new subtask's
+        worktree is added detached and gets its branch from the fill's `switch --create`:
+        `add -b` would run two git processes more (`branch`, `symbolic-ref`), under the
+        lock. `prune` first forgets worktrees whose directories are gone."""
         async with self._locked():
             if prune:
                 await git("worktree", "prune", cwd=self.repo_root)
@@ -290,9 +295,10 @@ class LocalWorktreeProvider:
                 cwd=self.repo_root,
             )
 
-    async def _fill(self, path: Path) -> None:
-        """Write the files of a worktree added without them (`reset --hard` in it, which
-        fills its own index), one more at once than there are cores.
+    async def _fill(self, path: Path, *command: str) -> None:
+        """Write the files of a worktree added without them, by `command` run in it (a
+        `switch` to the new branch, or a `reset --hard`: either fills its own index), one
+        more at once than there are cores.
 
         The cost is the kernel's, creating files (ext4's inode allocation, mostly). Two
         fills in one block group contend for it: on 2 cores, 16 fills of a 2,000-file tree
@@ -301,7 +307,7 @@ class LocalWorktreeProvider:
         all at once, also lets the first agents start after a checkout or two.
         """
         async with _fill_limiter():
-            await git("reset", "--hard", "--quiet", cwd=path)
+            await git(*command, cwd=path)
 
     async def _remove(self, path: Path) -> None:
         async with self._locked():

@@ -73,13 +73,30 @@ async def test_worktrees_created_concurrently(repo: Path, worktree_root: Path, c
 
 
 async def test_existing_branch_is_refused_with_context(repo: Path, worktree_root: Path) -> None:
-    run(repo, "branch", "taken")
+    run(repo, "branch", "taken", "HEAD~1")
+    tip = await rev_parse(repo, "taken")
     with pytest.raises(
         StepFailed, match="branch 'taken' already exists; it was not reused"
     ) as info:
         await provider_for(repo).create("s1", "taken", "main", worktree_root / "s1")
     assert (info.value.branch, info.value.subtask_id) == ("taken", "s1")
     assert not (worktree_root / "s1").exists()
+    # The worktree made for it is gone; the branch, someone else's, is left as it was.
+    assert await rev_parse(repo, "taken") == tip
+
+
+async def test_a_create_cut_short_before_its_branch_starts_again(
+    repo: Path, worktree_root: Path
+) -> None:
+    # What a crash between the detached `worktree add --no-checkout` and the fill's
+    # `switch --create` leaves: a worktree on no branch, with no files, and no branch.
+    path = worktree_root / "s1"
+    run(repo, "worktree", "add", "--no-checkout", "--detach", str(path), "main")
+    ws = await provider_for(repo).create("s1", "kairo/s1", "main", path)
+    assert ws.path == path.resolve()
+    assert (await git("branch", "--show-current", cwd=path)).stdout.strip() == "kairo/s1"
+    assert (path / "README.md").is_file()
+    assert (await git("status", "--porcelain", cwd=path)).stdout == ""
 
 
 async def test_path_inside_the_checkout_is_refused(repo: Path) -> None:
