@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -22,7 +21,6 @@ from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (
     PendingSupervisor,
     daemon_arguments,
-    pending_supervisor,
     supervisor_log_path,
 )
 from orchestrator.tmux.interactive import attach_session
@@ -36,6 +34,7 @@ POLL_S = 0.05
 def launch(
     ws: Workspace,
     execution_id: str,
+    supervisor: PendingSupervisor,
     *,
     wait: bool,
     detach: bool,
@@ -43,36 +42,32 @@ def launch(
     rerun_interrupted: bool = False,
     verified: bool = False,
     stop: StopMode | None = None,
-    supervisor: PendingSupervisor | None = None,
 ) -> None:
-    """Claim the execution (exit 4 if it is owned), hand it to a supervisor (`supervisor`,
-    forked ahead by the caller, or a new one), then wait for its end (`wait`), attach to
-    its tmux session (a terminal, no `detach`) or return."""
+    """Claim the execution (exit 4 if it is owned), hand it to `supervisor` (forked by the
+    caller before it opened its store), then wait for its end (`wait`), attach to its tmux
+    session (a terminal, no `detach`) or return."""
     spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
-    with ExitStack() as stack:
-        if supervisor is None:
-            supervisor = stack.enter_context(pending_supervisor())
-        if resume and not verified:
-            ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
-        row = claim(
-            ws.store,
-            execution_id,
-            owner=owner_token(),
-            status="RECOVERING" if resume else "RUNNING",
-        )
-        state = ws.state(execution_id)
-        run_root = Path(state.created.run_root)
-        arguments = daemon_arguments(
-            execution_id,
-            repo=ws.paths,
-            store_url=ws.store_url,
-            handover_version=row.version,
-            resume=resume,
-            rerun_interrupted=rerun_interrupted,
-            stop=stop,
-        )
-        supervisor.hand_over(arguments, log_path=supervisor_log_path(run_root))
-        _wait_until_supervised(ws, state, supervisor)
+    if resume and not verified:
+        ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
+    row = claim(
+        ws.store,
+        execution_id,
+        owner=owner_token(),
+        status="RECOVERING" if resume else "RUNNING",
+    )
+    state = ws.state(execution_id)
+    run_root = Path(state.created.run_root)
+    arguments = daemon_arguments(
+        execution_id,
+        repo=ws.paths,
+        store_url=ws.store_url,
+        handover_version=row.version,
+        resume=resume,
+        rerun_interrupted=rerun_interrupted,
+        stop=stop,
+    )
+    supervisor.hand_over(arguments, log_path=supervisor_log_path(run_root))
+    _wait_until_supervised(ws, state, supervisor)
     if stop is not None:
         return  # `stop` says what happens next
     verb = "resumed" if resume else "started"

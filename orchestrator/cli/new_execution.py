@@ -52,7 +52,7 @@ def start_execution(
             )
             return
         execution_id = _create_execution(ws, checked)
-        launch(ws, execution_id, wait=wait, detach=detach, supervisor=supervisor)
+        launch(ws, execution_id, supervisor, wait=wait, detach=detach)
 
 
 def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
@@ -118,7 +118,7 @@ def _offer_resume(
     if sys.stdin.isatty() and sys.stdout.isatty():
         question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
         if click.confirm(question, default=True):
-            launch(ws, execution_id, wait=wait, detach=detach, resume=True, supervisor=supervisor)
+            launch(ws, execution_id, supervisor, wait=wait, detach=detach, resume=True)
             return
         raise UsageError("nothing started: say `kairo-orch start --fresh` to start anew")
     raise OwnershipError(

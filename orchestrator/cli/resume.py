@@ -54,10 +54,10 @@ def resume(
             launch(
                 ws,
                 execution_id,
+                supervisor,
                 wait=wait,
                 detach=detach,
                 resume=True,
                 rerun_interrupted=rerun_interrupted,
                 verified=True,
-                supervisor=supervisor,
             )

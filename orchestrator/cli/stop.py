@@ -24,6 +24,7 @@ from orchestrator.core.state import ACTIVE, ExecutionState
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.ownership import local_owner_pid, owner_alive, owner_token
 from orchestrator.runtime.stopping import GRACEFUL_SIGNALS, NOW_SIGNAL
+from orchestrator.runtime.supervisor_process import pending_supervisor
 
 REQUEST_TIMEOUT_S = 20.0
 POLL_S = 0.05
@@ -46,9 +47,13 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
         if state.ended is not None:
             click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
             return
-        if not _ask_supervisor(ws, execution_id, mode):
-            # No supervisor (PAUSED), or it died just now: start one that stops it.
-            launch(ws, execution_id, wait=False, detach=True, resume=True, stop=mode)
+        asked = _ask_supervisor(ws, execution_id, mode)
+    if not asked:
+        # No supervisor (PAUSED), or it died just now: start one that stops it, forked
+        # before the store is opened again (supervisor_process.py).
+        with pending_supervisor() as supervisor, open_workspace(repo, store_url) as ws:
+            launch(ws, execution_id, supervisor, wait=False, detach=True, resume=True, stop=mode)
+    with open_workspace(repo, store_url) as ws:
         click.echo(_what_happens(ws.state(execution_id), mode), err=True)
         if wait:
             raise SystemExit(

@@ -12,9 +12,11 @@ of JSON on a pipe, the arguments of `orchestrator.runtime.daemon` and its log fi
 A command that fails before the handover just closes the pipe (or exits), and the waiting
 child ends quietly at the end of it: nothing was claimed, nothing is left.
 
-The fork is taken where the command runs no thread (its git and tmux calls are
-subprocesses, its store a SQLite or PostgreSQL connection that the child never touches:
-the child exits with `os._exit` and never unwinds the parent's frames that hold it).
+The fork is taken before the command opens its store, and where it runs no thread (its
+git and tmux calls are subprocesses): a SQLite connection carried across a fork would
+corrupt the log (the child's copy of SQLite's lock bookkeeping thinks it holds the parent's
+locks), so forking with one open is refused. The child exits with `os._exit`, never
+unwinding into the command.
 
 Standard library only: the CLI imports this before anything heavy.
 """
@@ -83,6 +85,7 @@ class PendingSupervisor:
     """A forked supervisor that is importing, or waiting for its execution."""
 
     def __init__(self) -> None:
+        _refuse_an_open_store()
         handover_read, handover_write = os.pipe()
         words_read, words_write = os.pipe()
         sys.stdout.flush()  # what this command printed must not be printed twice
@@ -157,6 +160,12 @@ class PendingSupervisor:
         if self._status < 0:
             return f"it was killed by signal {-self._status} before it said anything"
         return f"it exited with status {self._status} and said nothing"
+
+
+def _refuse_an_open_store() -> None:
+    sqlite = sys.modules.get("orchestrator.store.sqlite")  # not imported: none is open
+    if sqlite is not None and sqlite.open_stores():
+        raise AssertionError("a supervisor is forked before the command opens its store")
 
 
 @contextmanager

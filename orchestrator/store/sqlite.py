@@ -66,6 +66,17 @@ def _is_json(text: Any) -> bool:
     return True
 
 
+#: Stores open in this process. A SQLite connection must not be carried across a fork:
+#: the child's copy of SQLite's lock bookkeeping would think it holds the parent's locks,
+#: and the parent, closing, could reset the write-ahead log under the child. The supervisor
+#: is forked before any store is opened (supervisor_process.py), which checks this.
+_open_stores = 0
+
+
+def open_stores() -> int:
+    return _open_stores
+
+
 class SqliteStore:
     """`DurableExecutionStore` on a SQLite file; opening it creates or upgrades the schema."""
 
@@ -99,6 +110,9 @@ class SqliteStore:
         except BaseException:
             self._conn.close()
             raise
+        global _open_stores
+        _open_stores += 1
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -338,8 +352,12 @@ class SqliteStore:
             return chain.verify_rows(execution_id, rows, head_seq, head_hash)
 
     def close(self) -> None:
+        global _open_stores
         with self._lock:
-            self._conn.close()
+            if not self._closed:
+                self._conn.close()
+                self._closed = True
+                _open_stores -= 1
 
     def __enter__(self) -> Self:
         return self

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,18 +21,21 @@ from orchestrator.store.base import NewEvent
 from orchestrator.store.sqlite import SqliteStore
 from tests.core.test_decide import World, plan, run, start, subtask
 
+Recorded = tuple[SqliteStore, str, list[ev.ExecutionEvent]]
 
-def recorded_run(tmp_path: Path) -> tuple[SqliteStore, str, list[ev.ExecutionEvent]]:
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Iterator[Recorded]:
     """A whole execution (decided by the core, answered by a scripted world), stored."""
     final = run(start(plan(subtask("a"), subtask("b", "a"), subtask("c"))), World(conflicts=["c"]))
-    store = SqliteStore(tmp_path / "kairo.db")
-    created = final.created
-    store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
-    return store, "E1", [created]
+    with SqliteStore(tmp_path / "kairo.db") as store:
+        created = final.created
+        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+        yield store, "E1", [created]
 
 
-async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(tmp_path: Path) -> None:
-    store, execution_id, _ = recorded_run(tmp_path)
+async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(recorded: Recorded) -> None:
+    store, execution_id, _ = recorded
     state = read_state(store, execution_id)
     before = state
     row = claim(store, execution_id, owner="host:1", status="RUNNING")
@@ -64,16 +68,16 @@ async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(tmp_path: 
     assert advance_state(store, before) == journal.state
 
 
-def test_a_checkpoint_that_does_not_match_the_log_is_ignored(tmp_path: Path) -> None:
-    store, execution_id, _ = recorded_run(tmp_path)
+def test_a_checkpoint_that_does_not_match_the_log_is_ignored(recorded: Recorded) -> None:
+    store, execution_id, _ = recorded
     store.save_checkpoint(
         execution_id, '{"format": 1, "seq": 0, "event_hash": "nope", "state": {}}'
     )
     assert read_state(store, execution_id).seq == 0
 
 
-def test_a_second_owner_is_refused_while_the_first_lives(tmp_path: Path) -> None:
-    store, execution_id, _ = recorded_run(tmp_path)
+def test_a_second_owner_is_refused_while_the_first_lives(recorded: Recorded) -> None:
+    store, execution_id, _ = recorded
     # A live stand-in supervisor: a process of ours whose command line names kairo's code.
     with subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)", "orchestrator"]
@@ -88,8 +92,8 @@ def test_a_second_owner_is_refused_while_the_first_lives(tmp_path: Path) -> None
     claim(store, execution_id, owner=owner_token(), status="RUNNING")
 
 
-async def test_a_stale_version_loses_ownership(tmp_path: Path) -> None:
-    store, execution_id, _ = recorded_run(tmp_path)
+async def test_a_stale_version_loses_ownership(recorded: Recorded) -> None:
+    store, execution_id, _ = recorded
     row = claim(store, execution_id, owner="host:1", status="RUNNING")
     journal = Journal(store, read_state(store, execution_id), owner="host:1", version=row.version)
     store.set_status(execution_id, "RUNNING", owner="elsewhere:2")  # someone took it over

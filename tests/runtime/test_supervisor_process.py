@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EnvironmentProblem
-from orchestrator.runtime.supervisor_process import pending_supervisor
+from orchestrator.runtime.supervisor_process import PendingSupervisor, pending_supervisor
+from orchestrator.store.sqlite import SqliteStore
 
 
 def test_an_abandoned_supervisor_process_exits_by_itself_and_quietly() -> None:
@@ -58,3 +59,16 @@ def test_a_handover_to_a_supervisor_process_that_died_is_an_environment_problem(
         assert supervisor.wait() == -signal.SIGKILL
         with pytest.raises(EnvironmentProblem, match="could not start: it was killed by signal 9"):
             supervisor.hand_over(["01X", "--repo", str(tmp_path)], log_path=tmp_path / "log")
+
+
+def test_no_supervisor_is_forked_while_a_store_is_open(tmp_path: Path) -> None:
+    # A SQLite connection carried across the fork would share its locks' bookkeeping with
+    # the child: the command forks first, then opens its store.
+    with (
+        SqliteStore(tmp_path / "kairo.db"),
+        pytest.raises(AssertionError, match="before the command opens its store"),
+    ):
+        PendingSupervisor()
+    with pending_supervisor() as supervisor:  # closed again: forked as usual
+        supervisor.release()
+        assert supervisor.wait() == 0

@@ -6,7 +6,7 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -285,8 +285,9 @@ EXPECTED: dict[str, Callable[[int, int], int]] = {
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> SqliteStore:
-    return SqliteStore(tmp_path_factory.mktemp("tamper") / "kairo.db")
+def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+    with SqliteStore(tmp_path_factory.mktemp("tamper") / "kairo.db") as store:
+        yield store
 
 
 @pytest.mark.parametrize("kind", TAMPER_SQL)
