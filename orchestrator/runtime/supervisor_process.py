@@ -184,6 +184,7 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
     status = 1
     try:
         os.setsid()  # no terminal: closing the user's kills nothing
+        _close_inherited(keep=(handover_fd, words_fd))
         null_fd = os.open(os.devnull, os.O_RDONLY)
         for fd, target in ((0, null_fd), (1, words_fd), (2, words_fd)):
             os.dup2(target, fd)
@@ -217,6 +218,16 @@ def without_rich() -> None:
     start) only to draw console tracebacks. Marked absent (an ImportError for `import
     rich`), structlog does without. Call it before structlog is imported."""
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
+
+
+def _close_inherited(*, keep: tuple[int, ...]) -> None:
+    """Close what the command was given beyond stdin, stdout and stderr (a make's jobserver
+    pipe, say), as a new process's `close_fds` would: the supervisor may run for days."""
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _serve(handover_fd: int) -> int:

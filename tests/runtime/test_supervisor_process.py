@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -72,3 +73,18 @@ def test_no_supervisor_is_forked_while_a_store_is_open(tmp_path: Path) -> None:
     with pending_supervisor() as supervisor:  # closed again: forked as usual
         supervisor.release()
         assert supervisor.wait() == 0
+
+
+def test_a_supervisor_keeps_none_of_the_commands_other_descriptors() -> None:
+    # A pipe the command was given (a make's jobserver, a caller's): its reader sees the
+    # end of it once the command closes its end, though the supervisor lives on.
+    read_end, write_end = os.pipe()
+    try:
+        with pending_supervisor() as supervisor:
+            os.close(write_end)
+            ready, _, _ = select.select([read_end], [], [], 10)
+            assert ready and os.read(read_end, 1) == b""
+            supervisor.release()
+            assert supervisor.wait() == 0
+    finally:
+        os.close(read_end)
