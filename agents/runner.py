@@ -141,7 +141,7 @@ def _json_value(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return str(_quoted(value))
+        return _quoted(value)
     raise TypeError(f"a runner record holds no {type(value).__name__}")
 
 

@@ -15,6 +15,7 @@ from typing import NoReturn
 import click
 
 from orchestrator.errors import KairoError
+from orchestrator.runtime.supervisor_process import exit_status
 
 # Each command's module is imported only when that command runs: trio, the git layer and
 # the plan loader cost hundreds of milliseconds that `status --json` need not pay.
@@ -68,9 +69,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
 def run(argv: list[str] | None = None) -> int:
     """The command's exit code."""
     try:
-        cli.main(args=argv, prog_name="kairo-orch", standalone_mode=False)
-    except SystemExit as done:  # a command's own exit code (`--wait`)
-        return done.code if isinstance(done.code, int) else 0
+        # Not standalone: click returns the code of a `ctx.exit(n)` (or `--help`).
+        code = cli.main(args=argv, prog_name="kairo-orch", standalone_mode=False)
+    except SystemExit as done:  # a command's own code (`--wait`); click's on a closed pipe
+        return exit_status(done)
     except KairoError as error:
         click.echo(f"kairo-orch: {error.message}", err=True)
         return error.exit_code
@@ -80,17 +82,13 @@ def run(argv: list[str] | None = None) -> int:
     except click.ClickException as error:
         error.show()
         return 2 if isinstance(error, click.UsageError) else error.exit_code
-    except click.exceptions.Exit as done:
-        return done.exit_code
     except KeyboardInterrupt:
         click.echo("kairo-orch: interrupted", err=True)
         return EXIT_SIGINT
-    except BrokenPipeError:
-        return 0
     except Exception as error:  # a bug: say so in one line, not a traceback
         click.echo(f"kairo-orch: internal error: {type(error).__name__}: {error}", err=True)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def exit_now(code: int) -> NoReturn:

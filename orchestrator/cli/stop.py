@@ -47,20 +47,22 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
         if state.ended is not None:
             click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
             return
-        asked = _ask_supervisor(ws, execution_id, mode)
-    if not asked:
-        # No supervisor (PAUSED), or it died just now: start one that stops it, forked
-        # before the store is opened again (supervisor_process.py).
-        with pending_supervisor() as supervisor, open_workspace(repo, store_url) as ws:
-            launch(ws, execution_id, supervisor, wait=False, detach=True, resume=True, stop=mode)
-    with open_workspace(repo, store_url) as ws:
-        click.echo(_what_happens(ws.state(execution_id), mode), err=True)
-        if wait:
-            raise SystemExit(
-                wait_until_ended(
-                    ws, execution_id, after_seq=state.seq, success=("STOPPED", "COMPLETED")
-                )
-            )
+        if _ask_supervisor(ws, execution_id, mode):
+            _then(ws, execution_id, mode, wait=wait, after_seq=state.seq)
+            return
+    # No supervisor (PAUSED), or it died just now: start one that stops it, forked before
+    # the store is opened again (supervisor_process.py).
+    with pending_supervisor() as supervisor, open_workspace(repo, store_url) as ws:
+        launch(ws, execution_id, supervisor, wait=False, detach=True, resume=True, stop=mode)
+        _then(ws, execution_id, mode, wait=wait, after_seq=state.seq)
+
+
+def _then(ws: Workspace, execution_id: str, mode: StopMode, *, wait: bool, after_seq: int) -> None:
+    """Say what happens now that the stop is recorded; with `wait`, wait for the end."""
+    click.echo(_what_happens(ws.state(execution_id), mode), err=True)
+    if wait:
+        ended = ("STOPPED", "COMPLETED")
+        raise SystemExit(wait_until_ended(ws, execution_id, after_seq=after_seq, success=ended))
 
 
 def _ask_supervisor(ws: Workspace, execution_id: str, mode: StopMode) -> bool:

@@ -48,7 +48,7 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
     with open_workspace(repo, store_url) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
-        shown: dict[str, object] | None = None
+        shown: tuple[object, ...] | None = None
         with Live(auto_refresh=False, console=render.console()) as live:
             while True:
                 row = ws.row(execution_id)
@@ -60,7 +60,10 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
                     head_seq=row.head_seq,
                     head_hash=row.head_hash,
                 )
-                if document != shown:  # drawing is most of a look's cost: only a change
+                # Drawing is most of a look's cost: only for a change, or a resize (a client
+                # of another size attached), which leaves the old frame wrapped.
+                seen = (document, live.console.size)
+                if seen != shown:
                     footer = (
                         "ended: `kairo-orch report` tells what merged; this window stays open"
                         if state.ended
@@ -72,5 +75,5 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
                         ),
                         refresh=True,
                     )
-                    shown = document
+                    shown = seen
                 time.sleep(ENDED_REFRESH_SECONDS if state.ended else REFRESH_SECONDS)

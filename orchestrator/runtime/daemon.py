@@ -113,16 +113,12 @@ async def run_supervisor(
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxServer(created.tmux_socket)
-        async with trio.open_nursery() as nursery:  # two round trips at once, not one by one
-            nursery.start_soon(
-                _open_session, tmux, created.tmux_session, execution_id, paths, store_url
-            )
-            identity = await Identity.for_repo(paths.toplevel)
+        await _open_session(tmux, created.tmux_session, execution_id, paths, store_url)
         edges = Edges(
             repo_root=paths.toplevel,
             workspaces=LocalWorktreeProvider(paths),
             tmux=tmux,
-            identity=identity,
+            identity=await Identity.for_repo(paths.toplevel),
             environment=dict(os.environ),
         )
         journal = Journal(store, state, owner=me, version=row.version)
@@ -174,13 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun-interrupted", action="store_true")
     parser.add_argument("--stop", choices=["graceful", "now"], default=None)
     args = parser.parse_args(argv)
+    if (args.git_dir is None) != (args.git_common_dir is None):
+        parser.error("--git-dir and --git-common-dir go together")
     os.chdir(args.repo)
     logs.configure(sys.stdout)
-    if args.git_dir is not None and args.git_common_dir is not None:
-        paths = RepoPaths(args.repo, args.git_dir, args.git_common_dir)
-    else:
-        paths = discover_repo(args.repo)
     try:
+        if args.git_dir is not None:
+            paths = RepoPaths(args.repo, args.git_dir, args.git_common_dir)
+        else:
+            paths = discover_repo(args.repo)
         return trio.run(
             functools.partial(
                 run_supervisor,

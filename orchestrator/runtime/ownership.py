@@ -58,12 +58,23 @@ def owner_alive(row: ExecutionRow, now: datetime | None = None) -> bool:
 
 
 def kairo_process_alive(pid: int) -> bool:
-    """Whether `pid` runs, and runs kairo-orch (not a reused pid, not a zombie)."""
+    """Whether `pid` runs, and runs kairo-orch (not a reused pid, not a zombie): its
+    command line says so, or its name does. A supervisor forked from `start` keeps the
+    command line of whatever started that (a link of another name, say) and names itself
+    `kairo-orch` (supervisor_process.py)."""
+    proc = Path(f"/proc/{pid}")
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = (proc / "cmdline").read_bytes()
     except OSError:
         return False
-    return b"orchestrator" in cmdline or b"kairo-orch" in cmdline
+    if not cmdline:  # a zombie
+        return False
+    if b"orchestrator" in cmdline or b"kairo-orch" in cmdline:
+        return True
+    try:
+        return (proc / "comm").read_text(encoding="ascii", errors="replace").strip() == "kairo-orch"
+    except OSError:
+        return False
 
 
 def claim(

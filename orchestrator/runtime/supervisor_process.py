@@ -15,8 +15,10 @@ child ends quietly at the end of it: nothing was claimed, nothing is left.
 The fork is taken before the command opens its store, and where it runs no thread (its
 git and tmux calls are subprocesses): a SQLite connection carried across a fork would
 corrupt the log (the child's copy of SQLite's lock bookkeeping thinks it holds the parent's
-locks), so forking with one open is refused. The child exits with `os._exit`, never
-unwinding into the command.
+locks), and a lock another thread held at the fork stays held in the child for ever, so
+forking with either is refused. The child names itself `kairo-orch` (its /proc comm, which
+`ps -e` shows and ownership.py looks at: its command line is whatever started the command)
+and exits with `os._exit`, never unwinding into the command.
 
 Standard library only: the CLI imports this before anything heavy.
 """
@@ -36,9 +38,6 @@ from orchestrator.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
     from orchestrator.git.repo import RepoPaths
-
-#: What the waiting child says on its pipe before the handover at most (an import error).
-_LAST_WORDS_BYTES = 64 * 1024
 
 
 def supervisor_log_path(run_root: Path) -> Path:
@@ -85,7 +84,7 @@ class PendingSupervisor:
     """A forked supervisor that is importing, or waiting for its execution."""
 
     def __init__(self) -> None:
-        _refuse_an_open_store()
+        _refuse_to_fork_unsafely()
         handover_read, handover_write = os.pipe()
         words_read, words_write = os.pipe()
         sys.stdout.flush()  # what this command printed must not be printed twice
@@ -149,10 +148,11 @@ class PendingSupervisor:
         return True
 
     def _last_words(self) -> str:
+        """The last line it wrote before a handover (read once it has exited)."""
         lines: list[str] = []
         if not self._words.closed:
             with self._words:
-                lines = self._words.read(_LAST_WORDS_BYTES).decode(errors="replace").splitlines()
+                lines = self._words.read().decode(errors="replace").splitlines()
         lines = [line for line in lines if line.strip()]
         if lines:
             return lines[-1].strip()
@@ -162,10 +162,22 @@ class PendingSupervisor:
         return f"it exited with status {self._status} and said nothing"
 
 
-def _refuse_an_open_store() -> None:
+def _refuse_to_fork_unsafely() -> None:
     sqlite = sys.modules.get("orchestrator.store.sqlite")  # not imported: none is open
     if sqlite is not None and sqlite.open_stores():
-        raise AssertionError("a supervisor is forked before the command opens its store")
+        raise AssertionError("a supervisor is forked only before the command opens its store")
+    threading = sys.modules.get("threading")  # not imported: no thread was started
+    if threading is not None and threading.active_count() > 1:
+        raise AssertionError("a supervisor is forked only from a command that runs no thread")
+
+
+def exit_status(done: SystemExit) -> int:
+    """The status a `SystemExit` ends a process with, as the interpreter's would: its
+    code, 0 for None, and 1 for anything else (a message, printed to stderr)."""
+    if done.code is None or isinstance(done.code, int):
+        return done.code or 0
+    print(done.code, file=sys.stderr)
+    return 1
 
 
 @contextmanager
@@ -184,8 +196,10 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
     status = 1
     try:
         os.setsid()  # no terminal: closing the user's kills nothing
-        _close_inherited(keep=(handover_fd, words_fd))
+        with suppress(OSError):  # not Linux: its command line names it, as before
+            Path("/proc/self/comm").write_text("kairo-orch", encoding="ascii")
         null_fd = os.open(os.devnull, os.O_RDONLY)
+        _let_go_of_inherited(keep=(handover_fd, words_fd, null_fd), null_fd=null_fd)
         for fd, target in ((0, null_fd), (1, words_fd), (2, words_fd)):
             os.dup2(target, fd)
         os.close(null_fd)
@@ -197,11 +211,13 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
         sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
         # As `python -P`: what it imports from here on is not looked for in the directory
         # it was started from, where a repository's own `trio/` could shadow the real one.
-        cwd = str(Path.cwd())
-        sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+        here = {"", "."}
+        with suppress(OSError):  # a directory deleted under the user's shell
+            here.add(str(Path.cwd()))
+        sys.path[:] = [p for p in sys.path if p not in here]
         status = _serve(handover_fd)
     except SystemExit as done:
-        status = done.code if isinstance(done.code, int) else 1
+        status = exit_status(done)
     except BaseException:
         with suppress(BaseException):
             traceback.print_exc()
@@ -220,14 +236,22 @@ def without_rich() -> None:
     sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
 
 
-def _close_inherited(*, keep: tuple[int, ...]) -> None:
-    """Close what the command was given beyond stdin, stdout and stderr (a make's jobserver
-    pipe, say), as a new process's `close_fds` would: the supervisor may run for days."""
-    low = 3
-    for fd in sorted(keep):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+def _let_go_of_inherited(*, keep: tuple[int, ...], null_fd: int) -> None:
+    """Let go of what the command was given beyond stdin, stdout and stderr (a make's
+    jobserver pipe, say), as a new process's `close_fds` would: the supervisor may run for
+    days. Each is pointed at /dev/null rather than closed, so that no Python object that
+    may still hold its number could later close the number reused by something else (the
+    store's database), and only the open ones are visited (/dev/fd), however high the
+    limit on descriptors is."""
+    try:
+        open_now = [int(entry.name) for entry in Path("/dev/fd").iterdir()]
+    except OSError:
+        return  # nowhere to look: they stay, as before there was a fork
+    for fd in open_now:
+        if fd > 2 and fd not in keep:
+            with suppress(OSError):  # the listing's own descriptor, closed by now
+                os.fstat(fd)
+                os.dup2(null_fd, fd)
 
 
 def _serve(handover_fd: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -69,12 +70,13 @@ def _is_json(text: Any) -> bool:
 #: Stores open in this process. A SQLite connection must not be carried across a fork:
 #: the child's copy of SQLite's lock bookkeeping would think it holds the parent's locks,
 #: and the parent, closing, could reset the write-ahead log under the child. The supervisor
-#: is forked before any store is opened (supervisor_process.py), which checks this.
-_open_stores = 0
+#: is forked before any store is opened (supervisor_process.py), which checks this. Held
+#: weakly: a store nobody holds any more is closed when it is collected.
+_open: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
 
 
 def open_stores() -> int:
-    return _open_stores
+    return len(_open)
 
 
 class SqliteStore:
@@ -110,9 +112,7 @@ class SqliteStore:
         except BaseException:
             self._conn.close()
             raise
-        global _open_stores
-        _open_stores += 1
-        self._closed = False
+        _open.add(self)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -352,12 +352,9 @@ class SqliteStore:
             return chain.verify_rows(execution_id, rows, head_seq, head_hash)
 
     def close(self) -> None:
-        global _open_stores
         with self._lock:
-            if not self._closed:
-                self._conn.close()
-                self._closed = True
-                _open_stores -= 1
+            self._conn.close()
+            _open.discard(self)
 
     def __enter__(self) -> Self:
         return self

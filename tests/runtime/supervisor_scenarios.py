@@ -1,0 +1,114 @@
+"""What test_supervisor_process.py runs, each in an interpreter of its own, as a command is:
+the test process itself runs threads (trio's workers), and a supervisor is not forked from
+a process that runs any. Plain functions that assert; they return normally or fail."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from orchestrator.errors import EnvironmentProblem
+from orchestrator.runtime.supervisor_process import PendingSupervisor, pending_supervisor
+
+WAIT_S = 10.0
+
+
+def _eventually(condition: object) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.001)
+
+
+def abandoned() -> None:
+    with pending_supervisor() as supervisor:
+        # The command failed (a bad plan, say) before it had an execution.
+        supervisor.release()
+        assert supervisor.wait() == 0
+        assert supervisor.failure() == "it exited with status 0 and said nothing"
+
+
+def a_session_of_its_own_named_kairo_orch() -> None:
+    with pending_supervisor() as supervisor:
+        # It leaves our session first thing, so that a terminal's hangup or Ctrl-C never
+        # reaches it, and takes a name `ps -e` and the ownership check know it by.
+        _eventually(lambda: os.getsid(supervisor.pid) == supervisor.pid)
+        assert os.getsid(supervisor.pid) == supervisor.pid != os.getsid(0)
+        comm = Path(f"/proc/{supervisor.pid}/comm")
+        _eventually(lambda: comm.read_text().strip() == "kairo-orch")
+        assert comm.read_text().strip() == "kairo-orch"
+        assert supervisor.failure() is None
+        supervisor.release()
+        assert supervisor.wait() == 0
+
+
+def handed_over_to_its_log(workdir: str) -> None:
+    repo = Path(workdir) / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    log = Path(workdir) / "runs" / "supervisor.log"
+    with pending_supervisor() as supervisor:
+        # No such execution: the supervisor fails at once, and says so in its log.
+        supervisor.hand_over(["01NOSUCHEXECUTION", "--repo", str(repo)], log_path=log)
+        assert supervisor.wait() != 0
+        # Nothing went to the pipe the command reads before a handover.
+        assert supervisor.failure() == "it exited with status 1 and said nothing"
+    assert "supervisor_crashed" in log.read_text()
+
+
+def handed_over_after_it_died(workdir: str) -> None:
+    with pending_supervisor() as supervisor:
+        assert supervisor.failure() is None  # still importing, or waiting
+        os.kill(supervisor.pid, signal.SIGKILL)
+        assert supervisor.wait() == -signal.SIGKILL
+        try:
+            supervisor.hand_over(["01X", "--repo", workdir], log_path=Path(workdir) / "log")
+        except EnvironmentProblem as problem:
+            assert "could not start: it was killed by signal 9" in problem.message
+        else:
+            raise AssertionError("a handover to a dead supervisor went through")
+
+
+def refused_while_a_store_is_open(workdir: str) -> None:
+    from orchestrator.store.sqlite import SqliteStore
+
+    with SqliteStore(Path(workdir) / "kairo.db"):
+        try:
+            PendingSupervisor()
+        except AssertionError as refusal:
+            assert "before the command opens its store" in str(refusal)
+        else:
+            raise AssertionError("forked with a store open")
+    abandoned()  # closed again: forked as usual
+
+
+def refused_while_a_thread_runs() -> None:
+    go = threading.Event()
+    thread = threading.Thread(target=go.wait)
+    thread.start()
+    try:
+        PendingSupervisor()
+    except AssertionError as refusal:
+        assert "runs no thread" in str(refusal)
+    else:
+        raise AssertionError("forked with a thread running")
+    finally:
+        go.set()
+        thread.join()
+    abandoned()
+
+
+def keeps_none_of_the_commands_other_descriptors() -> None:
+    # A pipe the command was given (a make's jobserver, a caller's): its reader sees the
+    # end of it once the command closes its end, though the supervisor lives on.
+    read_end, write_end = os.pipe()
+    with pending_supervisor() as supervisor:
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], WAIT_S)
+        assert ready and os.read(read_end, 1) == b""
+        supervisor.release()
+        assert supervisor.wait() == 0
