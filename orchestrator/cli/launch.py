@@ -103,9 +103,13 @@ def _wait_until_supervised(
         if failure is not None:
             break
         time.sleep(POLL_S)
-    said = f" ({failure})" if failure else ""
+    if failure is None:
+        # Too slow, not gone: stopped, so that what the user is told holds (the execution
+        # is paused, and `resume` goes on), rather than starting behind their back.
+        supervisor.kill()
+        failure = f"it took longer than {STARTUP_TIMEOUT_S:.0f} s and was stopped"
     raise EnvironmentProblem(
-        f"the supervisor of {state.execution_id} did not start{said}; its log is "
+        f"the supervisor of {state.execution_id} did not start ({failure}); its log is "
         f"{supervisor_log_path(Path(state.created.run_root))}",
         execution_id=state.execution_id,
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Iterator
@@ -131,6 +132,13 @@ class PendingSupervisor:
         if not self._reap(block=False):
             return None
         return self._last_words()
+
+    def kill(self) -> None:
+        """Kill it (it never started its execution in time) and collect its status."""
+        if not self._reap(block=False):
+            with suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._reap(block=True)
 
     def wait(self) -> int:
         """Its exit status, once it has exited (the shell's: 128+N for signal N)."""

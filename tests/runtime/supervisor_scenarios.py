@@ -112,3 +112,12 @@ def keeps_none_of_the_commands_other_descriptors() -> None:
         assert ready and os.read(read_end, 1) == b""
         supervisor.release()
         assert supervisor.wait() == 0
+
+
+def killed_when_too_slow() -> None:
+    # What `start` does when it sees no supervisor_started in time: nothing runs on.
+    with pending_supervisor() as supervisor:
+        supervisor.kill()
+        assert supervisor.wait() == -signal.SIGKILL
+        assert supervisor.failure() == "it was killed by signal 9 before it said anything"
+        supervisor.kill()  # once more: nothing to do

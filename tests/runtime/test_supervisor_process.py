@@ -35,6 +35,7 @@ def scenario(name: str, *arguments: str) -> None:
         "a_session_of_its_own_named_kairo_orch",
         "refused_while_a_thread_runs",
         "keeps_none_of_the_commands_other_descriptors",
+        "killed_when_too_slow",
     ],
 )
 def test_a_pending_supervisor(name: str) -> None:
