@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,9 +20,6 @@ from orchestrator.runtime.state_reader import advance_state
 from orchestrator.tmux.interactive import attach_session
 
 REFRESH_SECONDS = 0.5
-#: An ended execution's log seldom changes (a `resume --rerun-interrupted` reopens it), and
-#: its window may stay open for days: looked at every few seconds, it costs next to nothing.
-ENDED_REFRESH_SECONDS = 5.0
 
 
 @click.command()
@@ -76,4 +74,11 @@ def watch(execution: str, repo: Path, store_url: str | None) -> None:
                         refresh=True,
                     )
                     shown = seen
-                time.sleep(ENDED_REFRESH_SECONDS if state.ended else REFRESH_SECONDS)
+                if state.ended:
+                    break
+                time.sleep(REFRESH_SECONDS)
+    # The last frame stays on screen while the window is open, which may be for days: this
+    # interpreter (~40 MB) gives way to a shell that only sleeps. A resume that reopens the
+    # execution starts a new view in its place (runtime/daemon.py).
+    sys.stdout.flush()
+    os.execv("/bin/sh", ["/bin/sh", "-c", "while :; do sleep 86400; done"])

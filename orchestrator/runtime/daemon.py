@@ -51,6 +51,8 @@ def report_path(run_root: Path) -> Path:
 
 #: How long the live view waits for its go-ahead before it starts anyway.
 LIVE_VIEW_WAIT_S = 5
+#: The session's first window, where the live view runs.
+SUPERVISOR_WINDOW = "supervisor"
 
 
 def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
@@ -136,14 +138,18 @@ async def run_supervisor(
 async def _open_session(
     tmux: TmuxServer, session: str, execution_id: str, paths: RepoPaths, store_url: str | None
 ) -> None:
-    """The execution's tmux session, with its live view, unless it is there (a resume)."""
+    """The execution's tmux session with its live view; on a resume, a new live view (the
+    last one may have ended with the execution, which a rerun reopens)."""
+    command = watch_command(execution_id, paths.toplevel, store_url)
     if not await tmux.has_session(session):
         await tmux.new_session(
-            session,
-            window_name="supervisor",
-            command=watch_command(execution_id, paths.toplevel, store_url),
-            cwd=paths.toplevel,
+            session, window_name=SUPERVISOR_WINDOW, command=command, cwd=paths.toplevel
         )
+        return
+    try:
+        await tmux.respawn_pane(session, SUPERVISOR_WINDOW, command)
+    except KairoError as error:  # a user closed the window: the agents' windows are what count
+        log.info("live_view_not_restarted", error=error.message)
 
 
 async def _remove_integration_checkout(edges: Edges, state: ExecutionState) -> None:

@@ -16,9 +16,9 @@ The fork is taken before the command opens its store, and where it runs no threa
 git and tmux calls are subprocesses): a SQLite connection carried across a fork would
 corrupt the log (the child's copy of SQLite's lock bookkeeping thinks it holds the parent's
 locks), and a lock another thread held at the fork stays held in the child for ever, so
-forking with either is refused. The child names itself `kairo-orch` (its /proc comm, which
-`ps -e` shows and ownership.py looks at: its command line is whatever started the command)
-and exits with `os._exit`, never unwinding into the command.
+forking with either is refused. The child retitles itself (`ps` would show it as the
+command it was forked from: `kairo-orch start plan.yaml`), `kairo-orch supervisor ID in
+REPO`, and exits with `os._exit`, never unwinding into the command.
 
 Standard library only: the CLI imports this before anything heavy.
 """
@@ -204,8 +204,7 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
     status = 1
     try:
         os.setsid()  # no terminal: closing the user's kills nothing
-        with suppress(OSError):  # not Linux: its command line names it, as before
-            Path("/proc/self/comm").write_text("kairo-orch", encoding="ascii")
+        _retitle("kairo-orch supervisor, waiting for its execution")
         null_fd = os.open(os.devnull, os.O_RDONLY)
         _let_go_of_inherited(keep=(handover_fd, words_fd, null_fd), null_fd=null_fd)
         for fd, target in ((0, null_fd), (1, words_fd), (2, words_fd)):
@@ -273,7 +272,19 @@ def _serve(handover_fd: int) -> int:
     handed_over = json.loads(line)
     _output_to(handed_over["log"])
     arguments: list[str] = handed_over["arguments"]
+    repo = arguments[arguments.index("--repo") + 1]
+    _retitle(f"kairo-orch supervisor {arguments[0]} in {repo}")
     return daemon.main(arguments)
+
+
+def _retitle(title: str) -> None:
+    """What `ps` shows for this process, and its name (/proc comm) `kairo-orch`, which
+    `ps -e` shows and ownership.py also goes by."""
+    from setproctitle import setproctitle
+
+    setproctitle(title)
+    with suppress(OSError):  # not Linux: the title says it
+        Path("/proc/self/comm").write_text("kairo-orch", encoding="ascii")
 
 
 def _output_to(log: str) -> None:

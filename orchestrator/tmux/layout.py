@@ -186,6 +186,12 @@ def window_target(session: str, name: str) -> str:
     return f"{session_target(session)}:={name}"
 
 
+def respawn_pane_argv(session: str, window: str, command: Sequence[str]) -> Command:
+    """Start `command` afresh in the pane of `session`'s `window`, ending what ran there."""
+    target = window_target(session, window)
+    return ["respawn-pane", "-k", "-t", target, "--", *pane_command(command)]
+
+
 def open_panes_argv(
     session: str, packing: Packing, panes: Sequence[NewPane], panes_per_window: int
 ) -> tuple[Command, Packing]:

@@ -302,6 +302,17 @@ def test_the_tmux_session_has_a_live_view_and_titled_agent_panes(kairo: Kairo, r
             break
         time.sleep(0.2)
     assert "greet-loud" in view and "conflicted" in view and "FAILED" in view
+    # Its last frame drawn, the view has given way to a shell that sleeps: a finished
+    # execution's window costs no interpreter, and keeps the frame.
+    while time.monotonic() < deadline:
+        command = kairo.tmux(
+            "display-message", "-p", "-t", f"{session}:supervisor", "#{pane_current_command}"
+        ).stdout.strip()
+        if command in ("sh", "sleep"):
+            break
+        time.sleep(0.2)
+    assert command in ("sh", "sleep")
+    assert "FAILED" in kairo.tmux("capture-pane", "-p", "-t", f"{session}:supervisor").stdout
 
 
 def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo: Path) -> None:

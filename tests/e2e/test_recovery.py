@@ -214,6 +214,9 @@ def test_agents_gone_with_their_tmux_server_are_interrupted_and_rerun_only_when_
     subtasks = {s["id"]: s for s in kairo.json("status")["subtasks"]}
     assert subtasks["right"]["state"] == "merged" and subtasks["right"]["attempts"] == 2
     assert sorted(runs.read_text().split()) == ["left", "left", "right", "right"]
+    # The live view, which had ended with the execution, was started again for the rerun.
+    view = f"{kairo.json('status')['tmux_session']}:supervisor"
+    wait_for(lambda: "COMPLETED" in kairo.tmux("capture-pane", "-p", "-t", view).stdout)
 
 
 def test_two_concurrent_resumes_one_owns_the_other_exits_4(

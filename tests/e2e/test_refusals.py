@@ -75,17 +75,14 @@ def assert_nothing_created(kairo: Kairo, repo: Path) -> None:
 
 def waiting_supervisors(kairo: Kairo) -> list[int]:
     """Supervisor processes still waiting for an execution, forked by this test's `start`
-    (a fork keeps start's command line, and the environment, which names this test's own
-    tmux socket); `start` itself has returned."""
+    (in its repository, where `start` ran); `start` itself has returned."""
     found = []
-    marker = f"KAIRO_TMUX_SOCKET={kairo.socket}".encode()
+    here = kairo.repo.resolve()
     for entry in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if (
-                b"orchestrator.cli.main" in argv
-                and b"start" in argv
-                and marker in (entry / "environ").read_bytes().split(b"\0")
+            title = (entry / "cmdline").read_bytes()
+            if title.startswith(b"kairo-orch supervisor, waiting") and (
+                (entry / "cwd").readlink() == here
             ):
                 found.append(int(entry.name))
     return found

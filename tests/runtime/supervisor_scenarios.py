@@ -41,6 +41,8 @@ def a_session_of_its_own_named_kairo_orch() -> None:
         comm = Path(f"/proc/{supervisor.pid}/comm")
         _eventually(lambda: comm.read_text().strip() == "kairo-orch")
         assert comm.read_text().strip() == "kairo-orch"
+        title = Path(f"/proc/{supervisor.pid}/cmdline").read_bytes().rstrip(b"\0")
+        assert title == b"kairo-orch supervisor, waiting for its execution", title
         assert supervisor.failure() is None
         supervisor.release()
         assert supervisor.wait() == 0
