@@ -151,5 +151,12 @@ def wait_until_ended(
         time.sleep(POLL_S * 2)
 
 
+def already_ended(execution_id: str, ended: str) -> str:
+    return (
+        f"execution {execution_id} already ended {ended}; "
+        f"`kairo-orch report {short_id(execution_id)}` says what happened"
+    )
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

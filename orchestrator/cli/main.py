@@ -79,9 +79,13 @@ def run(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("kairo-orch: interrupted", err=True)
         return EXIT_SIGINT
+    except click.UsageError as error:  # one sentence, as every other error (cli.md)
+        where = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
+        click.echo(f"kairo-orch: {error.format_message()}{where}", err=True)
+        return 2
     except click.ClickException as error:
         error.show()
-        return 2 if isinstance(error, click.UsageError) else error.exit_code
+        return error.exit_code
     except KeyboardInterrupt:
         click.echo("kairo-orch: interrupted", err=True)
         return EXIT_SIGINT

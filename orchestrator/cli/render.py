@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.core.ids import short_id
+
 _STATE_STYLE = {
     "merged": "green",
     "succeeded": "green",
@@ -52,10 +54,26 @@ def status_table(document: dict[str, Any]) -> Table:
 
 def status_header(document: dict[str, Any]) -> str:
     return (
-        f"[bold]{document['plan']}[/] {document['execution_id']}  {styled(document['status'])}\n"
+        f"[bold]{document['plan']}[/] {document['execution_id']}  {styled(document['status'])}"
+        f"{_status_note(document)}\n"
         f"integration branch {document['integration_branch']}  "
         f"base {document['base_commit'][:12]}  tmux session {document['tmux_session']}"
     )
+
+
+def _status_note(document: dict[str, Any]) -> str:
+    """What the status word alone does not say: a stop under way, or how to go on."""
+    short = short_id(document["execution_id"])
+    if document.get("stopping") == "graceful":
+        return (
+            "  [magenta]stopping[/]: running attempts finish, nothing new starts "
+            f"(kairo-orch stop --now {short} stops them at once)"
+        )
+    if document.get("stopping") == "now":
+        return "  [magenta]stopping now[/]: running agents are being killed"
+    if document["status"] == "PAUSED":
+        return f"  interrupted: kairo-orch resume {short} goes on"
+    return ""
 
 
 def status(document: dict[str, Any]) -> None:
@@ -73,7 +91,10 @@ def executions(items: list[dict[str, Any]]) -> None:
     for column in ("execution", "plan", "status", "merged", "created"):
         table.add_column(column)
     for item in items:
-        marker = "  (interrupted: kairo-orch resume)" if item["status"] == "PAUSED" else ""
+        paused = item["status"] == "PAUSED"
+        marker = (
+            f"  (interrupted: kairo-orch resume {short_id(item['execution_id'])})" if paused else ""
+        )
         table.add_row(
             item["execution_id"],
             item["plan"],

@@ -34,7 +34,7 @@ def resume(
     from orchestrator.cli.context import open_workspace
 
     with pending_supervisor() as supervisor:
-        from orchestrator.cli.launch import launch, wait_until_ended
+        from orchestrator.cli.launch import already_ended, launch, wait_until_ended
 
         with open_workspace(repo, store_url) as ws:
             execution_id = ws.resolve(execution)
@@ -47,9 +47,9 @@ def resume(
                 for v in state.subtasks.values()
             )
             if state.ended is not None and not rerunnable:
-                click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
-                if wait:
+                if wait:  # exits with the outcome, which it reports
                     raise SystemExit(wait_until_ended(ws, execution_id))
+                click.echo(already_ended(execution_id, state.ended), err=True)
                 return
             launch(
                 ws,

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import Workspace, open_workspace
-from orchestrator.cli.launch import launch, wait_until_ended
+from orchestrator.cli.launch import already_ended, launch, wait_until_ended
 from orchestrator.cli.options import common_options
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
@@ -45,24 +45,30 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
         if state.ended is not None:
-            click.echo(f"execution {execution_id} already ended: {state.ended}", err=True)
+            click.echo(already_ended(execution_id, state.ended), err=True)
             return
         if _ask_supervisor(ws, execution_id, mode):
-            _then(ws, execution_id, mode, wait=wait, after_seq=state.seq)
+            _then(ws, execution_id, mode, wait=wait, before=state)
             return
     # No supervisor (PAUSED), or it died just now: start one that stops it, forked before
     # the store is opened again (supervisor_process.py).
     with pending_supervisor() as supervisor, open_workspace(repo, store_url) as ws:
         launch(ws, execution_id, supervisor, wait=False, detach=True, resume=True, stop=mode)
-        _then(ws, execution_id, mode, wait=wait, after_seq=state.seq)
+        _then(ws, execution_id, mode, wait=wait, before=state)
 
 
-def _then(ws: Workspace, execution_id: str, mode: StopMode, *, wait: bool, after_seq: int) -> None:
-    """Say what happens now that the stop is recorded; with `wait`, wait for the end."""
-    click.echo(_what_happens(ws.state(execution_id), mode), err=True)
+def _then(
+    ws: Workspace, execution_id: str, mode: StopMode, *, wait: bool, before: ExecutionState
+) -> None:
+    """Say what happens now that the stop is recorded; with `wait`, wait for the end.
+
+    The agents it stops are counted in `before`, the state the request was made in: by the
+    time it is recorded, a `--now` may already have seen some of them exit.
+    """
+    click.echo(_what_happens(ws.state(execution_id), mode, _running(before)), err=True)
     if wait:
         ended = ("STOPPED", "COMPLETED")
-        raise SystemExit(wait_until_ended(ws, execution_id, after_seq=after_seq, success=ended))
+        raise SystemExit(wait_until_ended(ws, execution_id, after_seq=before.seq, success=ended))
 
 
 def _ask_supervisor(ws: Workspace, execution_id: str, mode: StopMode) -> bool:
@@ -100,14 +106,22 @@ def _recorded(stop: StopMode | None, mode: StopMode) -> bool:
     return stop == "now" or (stop is not None and mode == "graceful")
 
 
-def _what_happens(state: ExecutionState, mode: StopMode) -> str:
-    running = sum(
+def _running(state: ExecutionState) -> int:
+    return sum(
         view.state in ACTIVE
         and view.current_attempt is not None
         and not view.current_attempt.exited
         for view in state.subtasks.values()
     )
+
+
+def _what_happens(state: ExecutionState, mode: StopMode, running: int) -> str:
     short = short_id(state.execution_id)
+    if state.ended is not None and mode == "now" and running:
+        return (
+            f"stopped {state.execution_id} at once: {running} running agent(s) killed, their "
+            f"partial work kept on refs/kairo/stopped/{short}/; it ended {state.ended}"
+        )
     if state.ended is not None:
         return f"execution {state.execution_id} ended {state.ended}"
     if mode == "now":

@@ -125,7 +125,11 @@ def _syntax_problem(exc: MarkedYAMLError, filename: str) -> str:
         name = match.group(1) if match else "?"
         return f"{filename}:{where}: key '{name}' is written twice in the same mapping"
     if exc.context and exc.problem:
-        problem = f"{problem} ({exc.context})"
+        # The problem is where the parser gave up (for a quote left open: the end of the
+        # file); where the construct it was reading began is what the user has to find.
+        began = exc.context_mark
+        since = "" if began is None else f" that starts at {began.line + 1}:{began.column + 1}"
+        problem = f"{problem} ({exc.context}{since})"
     return f"{filename}:{where}: not valid YAML: {problem}"
 
 

@@ -111,6 +111,33 @@ def test_validate_names_file_line_and_column(kairo: Kairo, repo: Path) -> None:
     assert f"{plan}:6:18: " in done.stderr and "unknown subtask 'x'" in done.stderr
 
 
+def test_a_quote_left_open_names_where_it_starts(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan('version: 1\nname: "p\nsubtasks: []\n')
+    done = kairo.run("validate", str(plan))
+    assert done.returncode == 2
+    assert "while scanning a quoted scalar that starts at 2:7" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("validate", "."), "Invalid value for 'PLAN': File '.' is a directory."),
+        (
+            ("status", "--repo", "README.md"),
+            "Invalid value for '--repo': Directory 'README.md' is a file.",
+        ),
+        (("status", "--jsn"), "No such option '--jsn'. Did you mean '--json'?"),
+    ],
+)
+def test_a_wrong_argument_is_one_sentence_and_exit_2(
+    kairo: Kairo, repo: Path, args: tuple[str, ...], expected: str
+) -> None:
+    done = kairo.run(*args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"kairo-orch: {expected} (see `kairo-orch {args[0]} --help`)")
+    assert done.stderr.count("\n") == 1
+
+
 def test_a_missing_plan_file_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
     done = kairo.run("start", "no-such-plan.yaml", "--detach")
     assert done.returncode == 2

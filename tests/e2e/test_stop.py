@@ -40,6 +40,7 @@ def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(kairo: Kai
     assert asked.returncode == 0, asked.stderr
     assert "1 running attempt(s) finish" in asked.stderr
     assert kairo.json("status")["stopping"] == "graceful"
+    assert "stopping: running attempts finish, nothing new starts" in kairo.run("status").stdout
     assert states(kairo)["first"] == "running"  # stop returned without waiting for it
     done = kairo.run("stop", "--wait")  # asking again changes nothing, and waits
     assert done.returncode == 0, done.stderr
@@ -50,6 +51,12 @@ def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(kairo: Kai
     assert running_agents(kairo) == 1  # second and third never started
     report = kairo.run("report").stdout
     assert "## Stopped" in report and "stopped before this subtask started" in report
+    again = kairo.run("stop")
+    assert again.returncode == 0
+    assert (
+        f"already ended STOPPED; `kairo-orch report {status['execution_id'][-6:].lower()}`"
+        in again.stderr
+    )
 
 
 def test_stop_now_kills_the_agents_and_keeps_their_partial_work(kairo: Kairo) -> None:
@@ -91,12 +98,32 @@ def test_stop_of_a_paused_execution_settles_its_running_agent_then_stops(
     wait_for(lambda: running_agents(kairo) == 1)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    short = kairo.json("status")["execution_id"][-6:].lower()
+    assert f"PAUSED  interrupted: kairo-orch resume {short} goes on" in kairo.run("status").stdout
 
     done = kairo.run("stop", "--wait")
 
     assert done.returncode == 0, done.stderr
     assert kairo.json("status")["status"] == "STOPPED"
     assert states(kairo) == {"first": "merged", "second": "stopped", "third": "stopped"}
+
+
+def test_stop_now_of_a_paused_execution_counts_the_agents_it_kills(kairo: Kairo) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: pair\nagent: {kind: shell, run: 'sleep 60'}\n"
+        "subtasks:\n  - id: one\n  - id: two\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(kairo) == 2)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    done = kairo.run("stop", "--now", "--wait")
+
+    assert done.returncode == 0, done.stderr
+    # Counted as the request found them, not as the killing had got on by the time it was told.
+    assert "2 running agent(s)" in done.stderr
+    assert set(states(kairo).values()) == {"stopped"}
 
 
 def test_a_merge_that_breaks_the_integration_check_is_undone_and_reported(
