@@ -131,7 +131,7 @@ def make_repository(root: Path) -> None:
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kairo-demo-"))
     # A tmux server of this demo's own: an earlier demo's sessions are not in the way.
-    socket = f"kairo-{workdir.name}"
+    socket = workdir.name  # kairo-demo-XXXXXXXX, as its directory
     repo = workdir / "shop"
     repo.mkdir()
     make_repository(repo)

@@ -20,7 +20,7 @@ from orchestrator.tmux.server import TmuxServer
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option(
     "--force", is_flag=True, help="Also remove branches and worktrees holding unmerged work."
 )

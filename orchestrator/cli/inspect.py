@@ -15,7 +15,7 @@ from orchestrator.core.status import status_document
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (cli.md).")
 @common_options
 def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
@@ -63,7 +63,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @common_options
 def events(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
@@ -89,7 +89,7 @@ def events(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @common_options
 def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Verify the event log's hash chain and head."""
@@ -100,7 +100,7 @@ def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="The report as Markdown (a PR body).")
 @common_options

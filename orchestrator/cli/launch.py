@@ -76,6 +76,8 @@ def launch(
         f"integration branch {state.created.integration_branch}",
         err=True,
     )
+    if not sys.stdout.isatty():  # for a script: `id=$(kairo-orch start plan.yaml --detach)`
+        click.echo(execution_id)
     if wait:
         raise SystemExit(wait_until_ended(ws, execution_id, after_seq=state.seq))
     if sys.stdin.isatty() and sys.stdout.isatty() and not detach:

@@ -59,9 +59,14 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
     try:
         base_commit = rev_parse_sync(repo.toplevel, base_name)
     except KairoError:
-        raise PlanError(
-            [f"{filename}: base '{base_name}' is not a commit of the repository at {repo.toplevel}"]
-        ) from None
+        if base_name == "HEAD":  # HEAD names no commit only on a branch not yet born
+            problem = (
+                f"the repository at {repo.toplevel} has no commit yet: the subtasks "
+                "branch from one, so commit first (or give the plan a `base`)"
+            )
+        else:
+            problem = f"base '{base_name}' is not a commit of the repository at {repo.toplevel}"
+        raise PlanError([f"{filename}: {problem}"]) from None
     tracked = tracked_files_sync(repo.toplevel, base_commit)
     return PlanInRepo(load_plan(text, filename, tracked), base_commit, path)
 

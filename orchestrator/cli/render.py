@@ -46,6 +46,9 @@ def status_table(document: dict[str, Any]) -> Table:
         table.add_column(column)
     for item in document["subtasks"]:
         detail = item["reason"] or item["worktree"] or ""
+        others = sorted({other for conflict in item["conflicts"] for other in conflict["with"]})
+        if others:
+            detail += f" (with {', '.join(others)})"
         table.add_row(
             item["id"], styled(item["state"]), str(item["attempts"]), str(item["tokens"]), detail
         )

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from orchestrator.cli.options import common_options
 from orchestrator.runtime.supervisor_process import pending_supervisor
 
+if TYPE_CHECKING:
+    from orchestrator.core.state import ExecutionState
+
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option("--wait", is_flag=True, help="Block until the execution ends; exit with its outcome.")
 @click.option("--detach", is_flag=True, help="Do not attach to the tmux session.")
 @click.option(
@@ -51,6 +56,9 @@ def resume(
                     raise SystemExit(wait_until_ended(ws, execution_id))
                 click.echo(already_ended(execution_id, state.ended), err=True)
                 return
+            note = _plan_changed_note(state, started_at=ws.row(execution_id).created_at)
+            if note:
+                click.echo(note, err=True)
             launch(
                 ws,
                 execution_id,
@@ -61,3 +69,19 @@ def resume(
                 rerun_interrupted=rerun_interrupted,
                 verified=True,
             )
+
+
+def _plan_changed_note(state: ExecutionState, *, started_at: str) -> str | None:
+    """A word when the plan file was modified after the execution started: resume goes on
+    with the plan its log holds, which a user who edited the file may not expect."""
+    path = Path(state.created.plan_path)
+    try:
+        modified = path.stat().st_mtime
+    except OSError:
+        return None
+    if modified <= datetime.fromisoformat(started_at).timestamp():
+        return None
+    return (
+        f"note: {path} was modified after this execution started; it goes on with the plan "
+        f"as it was then (`kairo-orch start --fresh {path}` starts the new one)"
+    )

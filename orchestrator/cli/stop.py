@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.context import Workspace, open_workspace
-from orchestrator.cli.launch import already_ended, launch, wait_until_ended
+from orchestrator.cli.launch import EXIT_FAILED, already_ended, launch, wait_until_ended
 from orchestrator.cli.options import common_options
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
@@ -27,11 +27,12 @@ from orchestrator.runtime.stopping import GRACEFUL_SIGNALS, NOW_SIGNAL
 from orchestrator.runtime.supervisor_process import pending_supervisor
 
 REQUEST_TIMEOUT_S = 20.0
+STOP_SUCCESS = ("STOPPED", "COMPLETED")  # the ends `stop --wait` exits 0 for
 POLL_S = 0.05
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @click.option(
     "--now", is_flag=True, help="Kill the running agents at once; their partial work is kept."
 )
@@ -46,6 +47,8 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
         state = ws.state(execution_id)
         if state.ended is not None:
             click.echo(already_ended(execution_id, state.ended), err=True)
+            if wait:  # its outcome, as a wait for it would have given
+                raise SystemExit(0 if state.ended in STOP_SUCCESS else EXIT_FAILED)
             return
         if _ask_supervisor(ws, execution_id, mode):
             _then(ws, execution_id, mode, wait=wait, before=state)
@@ -67,8 +70,9 @@ def _then(
     """
     click.echo(_what_happens(ws.state(execution_id), mode, _running(before)), err=True)
     if wait:
-        ended = ("STOPPED", "COMPLETED")
-        raise SystemExit(wait_until_ended(ws, execution_id, after_seq=before.seq, success=ended))
+        raise SystemExit(
+            wait_until_ended(ws, execution_id, after_seq=before.seq, success=STOP_SUCCESS)
+        )
 
 
 def _ask_supervisor(ws: Workspace, execution_id: str, mode: StopMode) -> bool:

@@ -23,7 +23,7 @@ REFRESH_SECONDS = 0.5
 
 
 @click.command()
-@click.argument("execution", required=False)
+@click.argument("execution", required=False, metavar="[ID]")
 @common_options
 def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Attach to (or switch to) the execution's tmux session."""
@@ -39,7 +39,7 @@ def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
 
 
 @click.command(hidden=True)
-@click.argument("execution")
+@click.argument("execution", metavar="ID")
 @common_options
 def watch(execution: str, repo: Path, store_url: str | None) -> None:
     """The supervisor window: every subtask's state, refreshed live."""

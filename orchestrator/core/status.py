@@ -33,7 +33,8 @@ def status_document(
         "integration_head": state.integration_head,
         "tmux_session": created.tmux_session,
         "tmux_socket": created.tmux_socket,
-        "supervisor_pid": state.supervisor_pid,
+        # Only a live one's: the pid of a supervisor that has exited may be another process's.
+        "supervisor_pid": state.supervisor_pid if status == "RUNNING" else None,
         "stopping": state.stop if status == "RUNNING" else None,
         "head": {"seq": head_seq, "hash": head_hash},
         "subtasks": [

@@ -80,6 +80,8 @@ def test_six_subtasks_five_merge_one_conflicts_and_the_checkout_is_untouched(
         }
     ]
     assert loud["reason"].startswith("conflict:")
+    assert "(with greet-soft)" in kairo.run("status").stdout
+    assert kairo.run("stop", "--wait").returncode == 1  # it ended FAILED: --wait's outcome
 
     integration = status["integration_branch"]
     assert git(repo, "show", f"{integration}:src/app.py").startswith('GREETING = "hi"')
@@ -322,6 +324,7 @@ def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo:
     done = kairo.run("start", str(plan), "--detach")
     assert done.returncode == 0, done.stderr
     status = kairo.json("status")
+    assert done.stdout == status["execution_id"] + "\n"  # for `id=$(kairo-orch start ...)`
     assert status["status"] == "RUNNING"
     pid = status["supervisor_pid"]
     # A session leader of its own: the terminal that started it can close.
@@ -330,3 +333,4 @@ def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo:
     while kairo.json("status")["status"] == "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert kairo.json("status")["status"] == "COMPLETED"
+    assert kairo.json("status")["supervisor_pid"] is None

@@ -166,6 +166,7 @@ def test_kill_9_while_two_agents_run_reattaches_them(
 
     assert resumed.returncode == 0, resumed.stderr
     assert time.monotonic() - began < 30
+    assert "was modified" not in resumed.stderr
     assert sorted(runs.read_text().split()) == ["left", "right"]  # each agent ran once
     status = kairo.json("status")
     assert all(s["attempts"] == 1 for s in status["subtasks"])
@@ -178,6 +179,20 @@ def test_kill_9_while_two_agents_run_reattaches_them(
     ]
     starts = [e for e in events if e["event_type"] == "supervisor_started"]
     assert [e["payload"]["resumed"] for e in starts] == [False, True]
+
+
+def test_resume_says_that_a_plan_modified_since_the_start_is_not_what_it_runs(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    start_then_kill_9(kairo, tmp_path / "runs")
+    assert kairo.json("status")["supervisor_pid"] is None  # the dead one's is no one's
+    plan = kairo.repo.parent / "plan.yaml"
+    plan.write_text(plan.read_text() + "# edited while paused\n")
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"note: {plan} was modified after this execution started" in resumed.stderr
 
 
 def test_agents_gone_with_their_tmux_server_are_interrupted_and_rerun_only_when_allowed(

@@ -138,6 +138,16 @@ def test_a_wrong_argument_is_one_sentence_and_exit_2(
     assert done.stderr.count("\n") == 1
 
 
+def test_a_repository_without_commits_is_told_to_commit_first(kairo: Kairo, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
+    done = kairo.run("start", str(plan), "--repo", str(empty), "--detach")
+    assert done.returncode == 2
+    assert f"the repository at {empty} has no commit yet" in done.stderr
+
+
 def test_a_missing_plan_file_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
     done = kairo.run("start", "no-such-plan.yaml", "--detach")
     assert done.returncode == 2
