@@ -73,6 +73,7 @@ else:
     import _signal as signal  # signal's C half, without its IntEnums (and `enum`)
 
 TAIL_BYTES = 4096
+COMMAND_SHOWN = 200  # characters of the agent's command shown atop its pane
 PRIVATE = 0o600  # an agent's output may well print the secrets its environment holds
 GRACE_SECONDS = 5.0
 # After SIGKILL, how long to keep copying output that is still buffered in the pipe; a
@@ -374,6 +375,8 @@ def run(spec: RunnerSpec) -> int:
     else:
         started.update(agent_pid=pid, pgid=pid)
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+        if tee.pane_fd is not None:  # so that a quiet agent's pane says what it waits on
+            _footer(tee.pane_fd, f"[kairo] {spec['title']}: {_command_line(spec['argv'])}\n")
         grace = float(spec.get("grace_seconds", GRACE_SECONDS))
         killed = _supervise(pid, out_fd, tee, wake_r, grace)
         returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -395,6 +398,13 @@ def run(spec: RunnerSpec) -> int:
         _footer(tee.pane_fd, f"[kairo] {spec['title']} {how}\n")
     _wake(spec)
     return min(code, 255)
+
+
+def _command_line(argv: list[str]) -> str:
+    """The agent's command, on one line of a pane: a shell agent's as its plan wrote it."""
+    shown = argv[2] if argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3 else " ".join(argv)
+    shown = " ".join(shown.split())
+    return shown if len(shown) <= COMMAND_SHOWN else shown[: COMMAND_SHOWN - 1] + "…"
 
 
 def _signal_name(number: int) -> str:

@@ -10,7 +10,7 @@ import trio
 from orchestrator.cli.context import Workspace, open_workspace
 from orchestrator.cli.options import common_options
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import OwnershipError
+from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
@@ -22,6 +22,12 @@ from orchestrator.tmux.server import TmuxServer
 @click.command()
 @click.argument("execution", required=False, metavar="[ID]")
 @click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every ended execution of the repository (one that has not ended is left, named).",
+)
+@click.option(
     "--force", is_flag=True, help="Also remove branches and worktrees holding unmerged work."
 )
 @click.option(
@@ -31,28 +37,68 @@ from orchestrator.tmux.server import TmuxServer
 )
 @common_options
 def clean(
-    execution: str | None, force: bool, spares: bool, repo: Path, store_url: str | None
+    execution: str | None,
+    every: bool,
+    force: bool,
+    spares: bool,
+    repo: Path,
+    store_url: str | None,
 ) -> None:
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
+    if every and execution:
+        raise UsageError("give an execution ID or --all, not both")
     with open_workspace(repo, store_url) as ws:
-        execution_id = ws.resolve(execution)
-        state = ws.state(execution_id)
-        if state.ended is None and not force:
-            raise OwnershipError(
-                f"execution {execution_id} has not ended (it is "
-                f"{ws.status_of(state, ws.row(execution_id))}); `kairo-orch resume` goes on "
-                "with it, and `clean --force` removes it anyway",
-                execution_id=execution_id,
-            )
-        if owner_alive(ws.row(execution_id)):
-            raise OwnershipError(
-                f"execution {state.execution_id} is still running (supervisor pid "
-                f"{state.supervisor_pid}); stop it before cleaning",
-                execution_id=state.execution_id,
-            )
-        kept = trio.run(_clean, ws, state, force, spares)
-    for line in kept:
+        if every:
+            lines = _clean_every_ended(ws, force)
+        else:
+            lines = _clean_one(ws, ws.state(ws.resolve(execution)), force)
+        if spares:
+            lines += trio.run(_remove_spares, ws)
+    for line in lines:
         click.echo(line)
+
+
+def _clean_one(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
+    execution_id = state.execution_id
+    if state.ended is None and not force:
+        raise OwnershipError(
+            f"execution {execution_id} has not ended (it is "
+            f"{ws.status_of(state, ws.row(execution_id))}); `kairo-orch resume` goes on "
+            "with it, and `clean --force` removes it anyway",
+            execution_id=execution_id,
+        )
+    if owner_alive(ws.row(execution_id)):
+        raise OwnershipError(
+            f"execution {execution_id} is still running (supervisor pid "
+            f"{state.supervisor_pid}); stop it before cleaning",
+            execution_id=execution_id,
+        )
+    return trio.run(_clean, ws, state, force)
+
+
+def _clean_every_ended(ws: Workspace, force: bool) -> list[str]:
+    """Oldest first, each execution's lines under its id; `--force` is for unmerged work
+    here, never for an execution that has not ended."""
+    lines: list[str] = []
+    for row in reversed(ws.store.list_executions()):
+        state = ws.state(row.execution_id)
+        if state.ended is None:
+            status = ws.status_of(state, row)
+            lines.append(f"{row.execution_id}: left alone, it has not ended (it is {status})")
+            continue
+        try:
+            cleaned = _clean_one(ws, state, force)
+        except OwnershipError as refused:  # its supervisor is still letting go: the rest go on
+            lines.append(f"{row.execution_id}: left alone, {refused.message}")
+            continue
+        lines.append(f"{row.execution_id} ({state.ended}):")
+        lines += [f"  {line}" for line in cleaned]
+    return lines or ["no executions in this repository yet"]
+
+
+async def _remove_spares(ws: Workspace) -> list[str]:
+    removed = await LocalWorktreeProvider(ws.paths.toplevel).remove_spares()
+    return [f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}"]
 
 
 async def _has_uncommitted_work(worktree: Path) -> bool:
@@ -62,7 +108,7 @@ async def _has_uncommitted_work(worktree: Path) -> bool:
     return result.returncode != 0 or bool(result.stdout.strip())
 
 
-async def _clean(ws: Workspace, state: ExecutionState, force: bool, spares: bool) -> list[str]:
+async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
     root = ws.paths.toplevel
     integration = state.created.integration_branch
     integration_head = (
@@ -104,7 +150,4 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool, spares: bool
         await tmux.kill_session(state.created.tmux_session)
         lines.append(f"killed tmux session {state.created.tmux_session}")
     lines.append(f"kept the integration branch {integration}")
-    if spares:
-        removed = await provider.remove_spares()
-        lines.append(f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}")
     return lines

@@ -108,7 +108,8 @@ async def test_a_clean_exit_is_recorded_teed_and_signalled(
 
     async def footer_shown() -> bool:
         screen = await tmux.capture_pane(attempt.pane_id)
-        return "hello\noops\n[kairo] task a exited 0" in screen
+        shown = "[kairo] task a: echo hello; echo oops >&2\nhello\noops\n[kairo] task a exited 0"
+        return shown in screen
 
     await eventually(footer_shown)
 

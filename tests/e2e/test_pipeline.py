@@ -233,6 +233,30 @@ def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> No
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+def test_clean_all_cleans_every_ended_execution(kairo: Kairo, repo: Path) -> None:
+    for name in ("first", "second"):
+        plan = kairo.write_plan(
+            f"version: 1\nname: {name}\nagent: {{kind: shell, run: 'echo x > x.txt'}}\n"
+            "subtasks:\n  - id: x\n",
+            name=f"{name}.yaml",
+        )
+        assert kairo.run("start", str(plan), "--wait").returncode == 0
+    executions = [item["execution_id"] for item in kairo.json("list")]
+    assert len(kairo.tmux_sessions()) == 2
+
+    done = kairo.run("clean", "--all")
+
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines() if not line.startswith(" ")] == [
+        *reversed(executions)
+    ]
+    assert kairo.tmux_sessions() == []
+    branches = git(repo, "branch", "--format=%(refname:short)").split()
+    assert not any(b.startswith("kairo-subtasks/") for b in branches)
+    both = kairo.run("clean", "--all", executions[0])
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
 def test_status_json_has_the_fields_of_cli_md(kairo: Kairo, repo: Path) -> None:
     plan = kairo.write_plan(
         "version: 1\nname: tiny\nagent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: x\n"
