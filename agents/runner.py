@@ -39,7 +39,7 @@ of CPU all told, against 19 ms with the Python halves; `perf stat -r 40`).
 
 # pathlib would cost ~3 ms of the runner's startup; os.path is free. contextlib likewise
 # (collections, functools); a try/except-pass is free:
-# ruff: noqa: PTH100, PTH105, PTH113, PTH118, PTH119, PTH120, SIM105
+# ruff: noqa: PTH100, PTH113, PTH118, PTH120, SIM105
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ import os
 import select
 import sys
 import time
-from _json import encode_basestring_ascii as _quoted  # json's C half, which json uses
-from _json import make_scanner as _make_scanner
+
+from agents.runner_records import PRIVATE, json_loads, write_all, write_json_atomic
 
 TYPE_CHECKING = False  # the `typing` import costs ~2 ms, a seventh of the runner's startup
 if TYPE_CHECKING:
@@ -74,7 +74,6 @@ else:
 
 TAIL_BYTES = 4096
 COMMAND_SHOWN = 200  # characters of the agent's command shown atop its pane
-PRIVATE = 0o600  # an agent's output may well print the secrets its environment holds
 GRACE_SECONDS = 5.0
 # After SIGKILL, how long to keep copying output that is still buffered in the pipe; a
 # process outside the group (one that called setsid) may hold it open for ever.
@@ -105,65 +104,6 @@ def runner_argv(spec_path: str, *, python: str = sys.executable) -> list[str]:
         "from agents.runner import main; sys.exit(main())"
     )
     return [python, "-I", "-S", "-c", bootstrap, spec_path]
-
-
-class _Decoding:
-    """What json's C scanner reads off its context: json.loads's defaults."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float  # NaN, Infinity and -Infinity, which float() reads as they are
-
-
-def json_loads(text: str) -> object:
-    """`json.loads(text)`, by json's C scanner (ValueError on a malformed document)."""
-    scan = _make_scanner(_Decoding)  # type: ignore[arg-type]  # it reads attributes only
-    start = len(text) - len(text.lstrip(" \t\n\r"))
-    try:
-        value, end = scan(text, start)
-    except StopIteration as stop:
-        raise ValueError(f"not a JSON document (at character {stop.value})") from None
-    if text[end:].strip(" \t\n\r"):
-        raise ValueError(f"extra data after the JSON document (at character {end})")
-    return value
-
-
-def json_dumps(record: dict[str, object]) -> str:
-    """A flat record (its values strings, integers, booleans or None) as compact JSON."""
-    return "{" + ",".join(f"{_quoted(k)}:{_json_value(v)}" for k, v in record.items()) + "}"
-
-
-def _json_value(value: object) -> str:
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _quoted(value)
-    raise TypeError(f"a runner record holds no {type(value).__name__}")
-
-
-def write_json_atomic(path: str, record: dict[str, object]) -> None:
-    """Replace `path` with `record` so that a reader sees the old file or the whole new one,
-    even across a power cut: write a temporary file, fsync, rename, fsync the directory."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    data = json_dumps(record).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def load_spec(path: str) -> RunnerSpec:
@@ -210,7 +150,7 @@ class _Tee:
             fd = getattr(self, attr)
             try:
                 if fd is not None:
-                    _write_all(fd, data)
+                    write_all(fd, data)
             except OSError:
                 setattr(self, attr, None)
 
@@ -227,12 +167,6 @@ class _Tee:
         while tail and tail[0] & 0xC0 == 0x80:  # do not start inside a UTF-8 sequence
             tail = tail[1:]
         return tail.decode("utf-8", "replace")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -376,7 +310,7 @@ def run(spec: RunnerSpec) -> int:
         started.update(agent_pid=pid, pgid=pid)
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
         if tee.pane_fd is not None:  # so that a quiet agent's pane says what it waits on
-            _footer(tee.pane_fd, f"[kairo] {spec['title']}: {_command_line(spec['argv'])}\n")
+            _to_pane(tee.pane_fd, f"[kairo] {spec['title']}: {_command_line(spec['argv'])}\n")
         grace = float(spec.get("grace_seconds", GRACE_SECONDS))
         killed = _supervise(pid, out_fd, tee, wake_r, grace)
         returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -395,7 +329,7 @@ def run(spec: RunnerSpec) -> int:
     )
     how = f"killed by {_signal_name(sig)} (exit {code})" if sig else f"exited {code}"
     if tee.pane_fd is not None:  # before the wake-up, after which the pane may be closed
-        _footer(tee.pane_fd, f"[kairo] {spec['title']} {how}\n")
+        _to_pane(tee.pane_fd, f"[kairo] {spec['title']} {how}\n")
     _wake(spec)
     return min(code, 255)
 
@@ -432,9 +366,9 @@ def _wake(spec: RunnerSpec) -> None:
         pass
 
 
-def _footer(fd: int, line: str) -> None:
+def _to_pane(fd: int, line: str) -> None:
     try:
-        _write_all(fd, line.encode())
+        write_all(fd, line.encode())
     except OSError:
         pass
 

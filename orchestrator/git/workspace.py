@@ -177,10 +177,7 @@ class LocalWorktreeProvider:
             await git("reset", "--hard", "--quiet", commit, cwd=path)
             await git("clean", "-d", "--force", "--quiet", cwd=path)
             return path
-        protected = (self.repo_root, self._common_dir)
-        path = await trio.to_thread.run_sync(
-            prepare_target, path, protected, default_worktree_root(self._common_dir)
-        )
+        path = await trio.to_thread.run_sync(self._prepared, path)
         await self._add_worktree(path, commit, "--detach")
         await self._fill(path, "reset", "--hard", "--quiet")
         return path
@@ -213,12 +210,14 @@ class LocalWorktreeProvider:
         return removed
 
     def _target(self, path: Path) -> tuple[Path, bool]:
-        """Where a new worktree goes (`prepare_target`: resolved, checked, its parent made),
-        and whether a spare waits to be moved there: one trip to a worker thread for both,
-        which 16 creates of a fan-out make at once."""
+        """Where a new worktree goes, and whether a spare waits to be moved there: one trip
+        to a worker thread for both, which 16 creates of a fan-out make at once."""
+        return self._prepared(path), has_spares(self._spares)
+
+    def _prepared(self, path: Path) -> Path:
+        """`path` resolved, checked to be outside the repository, its parent made."""
         protected = (self.repo_root, self._common_dir)
-        path = prepare_target(path, protected, default_worktree_root(self._common_dir))
-        return path, has_spares(self._spares)
+        return prepare_target(path, protected, default_worktree_root(self._common_dir))
 
     async def _put_back_a_spare_cut_short(self, path: Path, branch: str) -> bool:
         """Whether a spare was at `path` and went back to the spares.

@@ -17,7 +17,8 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.runner import TAIL_BYTES, json_dumps, json_loads, runner_argv
+from agents.runner import TAIL_BYTES, runner_argv
+from agents.runner_records import json_dumps, json_loads
 from orchestrator.tmux.server import TmuxServer
 from tests.tmux.conftest import eventually, private_tmux_server, process_gone, tmux_out
 

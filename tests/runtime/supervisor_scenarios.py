@@ -79,12 +79,7 @@ def refused_while_a_store_is_open(workdir: str) -> None:
     from orchestrator.store.sqlite import SqliteStore
 
     with SqliteStore(Path(workdir) / "kairo.db"):
-        try:
-            PendingSupervisor()
-        except AssertionError as refusal:
-            assert "before the command opens its store" in str(refusal)
-        else:
-            raise AssertionError("forked with a store open")
+        _fork_refused("before the command opens its store")
     abandoned()  # closed again: forked as usual
 
 
@@ -93,15 +88,20 @@ def refused_while_a_thread_runs() -> None:
     thread = threading.Thread(target=go.wait)
     thread.start()
     try:
-        PendingSupervisor()
-    except AssertionError as refusal:
-        assert "runs no thread" in str(refusal)
-    else:
-        raise AssertionError("forked with a thread running")
+        _fork_refused("runs no thread")
     finally:
         go.set()
         thread.join()
     abandoned()
+
+
+def _fork_refused(why: str) -> None:
+    try:
+        PendingSupervisor()
+    except AssertionError as refusal:
+        assert why in str(refusal)
+    else:
+        raise AssertionError(f"forked, though it should have been refused ({why})")
 
 
 def keeps_none_of_the_commands_other_descriptors() -> None:
