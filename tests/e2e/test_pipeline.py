@@ -100,10 +100,13 @@ def test_six_subtasks_five_merge_one_conflicts_and_the_checkout_is_untouched(
         if line.startswith("worktree ")
     ]
     assert worktrees[0] == str(repo)
-    # The five merged ones were released, kept as spares to reuse: use-module, made once
-    # add-module merged, may have taken one of them.
+    # The five merged ones were released, kept as spares to reuse. The three subtasks
+    # started after the first three (max_parallel) may each have taken one, if a merged
+    # worktree was released before they were created: a race the test does not fix.
+    merged = [s for s in status["subtasks"] if s["state"] == "merged"]
+    assert [s["worktree"] for s in merged] == [None] * 5
     spares = [w for w in worktrees if "/kairo/spare-worktrees/" in w]
-    assert len(spares) in (4, 5)
+    assert 5 - 3 <= len(spares) <= 5
     assert [w for w in worktrees[1:] if w not in spares] == [loud["worktree"]]
     assert not Path(loud["worktree"]).is_relative_to(repo) or Path(loud["worktree"]).is_relative_to(
         repo / ".git"
