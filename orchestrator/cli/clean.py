@@ -51,7 +51,7 @@ def clean(
         if every:
             lines = _clean_every_ended(ws, force)
         else:
-            lines = _clean_one(ws, ws.state(ws.resolve(execution)), force)
+            lines = _clean_one(ws, ws.state(ws.resolve_own(execution)), force)
         if spares:
             lines += trio.run(_remove_spares, ws)
     for line in lines:
@@ -80,7 +80,7 @@ def _clean_every_ended(ws: Workspace, force: bool) -> list[str]:
     """Oldest first, each execution's lines under its id; `--force` is for unmerged work
     here, never for an execution that has not ended."""
     lines: list[str] = []
-    for row in reversed(ws.store.list_executions()):
+    for row in reversed(ws.executions()):
         state = ws.state(row.execution_id)
         if state.ended is None:
             status = ws.status_of(state, row)

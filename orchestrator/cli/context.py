@@ -24,12 +24,39 @@ class Workspace:
     store_url: str | None
 
     def resolve(self, id_or_prefix: str | None) -> str:
+        """The execution an ID names (of any repository sharing the store), or this
+        repository's newest."""
         if id_or_prefix:
             return self.store.resolve_id(id_or_prefix)
-        rows = self.store.list_executions()
+        rows = self.executions()
         if not rows:
             raise UsageError("there is no execution in this repository yet")
         return rows[0].execution_id
+
+    def resolve_own(self, id_or_prefix: str | None) -> str:
+        """As `resolve`, for a command that acts on the execution's worktrees, tmux or
+        supervisor: those are where it was started, so it must be this repository's."""
+        execution_id = self.resolve(id_or_prefix)
+        owner = self.row(execution_id).repository
+        if self.shared and owner is not None and owner != self.paths.key:
+            host, _, git_dir = owner.partition(":")
+            raise UsageError(
+                f"execution {execution_id} belongs to the repository at {git_dir} on {host};"
+                " run this there"
+            )
+        return execution_id
+
+    def executions(self) -> list[ExecutionRow]:
+        """This repository's executions, newest first."""
+        return self.store.list_executions(repository=self.paths.key if self.shared else None)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other repositories may keep executions in this store. The default one,
+        inside this repository's git directory, holds only its own, even after the
+        repository was moved or the host renamed (a laptop's name changes with its network):
+        its rows' keys are not compared."""
+        return self.store_url is not None
 
     def row(self, execution_id: str) -> ExecutionRow:
         row = self.store.get_execution(execution_id)

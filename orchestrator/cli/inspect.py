@@ -44,7 +44,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
     """Every execution of this repository, newest first."""
     with open_workspace(repo, store_url) as ws:
         items = []
-        for row in ws.store.list_executions():
+        for row in ws.executions():
             state = ws.state(row.execution_id)
             items.append(
                 {

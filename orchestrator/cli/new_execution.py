@@ -90,12 +90,12 @@ def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
         run_root=str(kairo_dir / "runs" / execution_id),
     )
     record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
-    ws.store.create_execution(execution_id, plan.name, "RUNNING", [record])
+    ws.store.create_execution(execution_id, plan.name, "RUNNING", [record], repository=ws.paths.key)
     return execution_id
 
 
 def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
-    for row in ws.store.list_executions():
+    for row in ws.executions():
         # An ended execution's row says so (the end and the row's status are written in one
         # transaction): only the others' logs are read, not every run the repository had.
         if row.plan_name != plan_name or row.status in typing.get_args(ev.EndStatus):

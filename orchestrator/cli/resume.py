@@ -42,7 +42,7 @@ def resume(
         from orchestrator.cli.launch import already_ended, launch, wait_until_ended
 
         with open_workspace(repo, store_url) as ws:
-            execution_id = ws.resolve(execution)
+            execution_id = ws.resolve_own(execution)
             ws.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
             state = ws.state(execution_id)
             rerunnable = rerun_interrupted and any(

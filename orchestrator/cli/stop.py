@@ -43,7 +43,7 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
     judged, accepted work is merged, nothing new starts. It ends STOPPED."""
     mode: StopMode = "now" if now else "graceful"
     with open_workspace(repo, store_url) as ws:
-        execution_id = ws.resolve(execution)
+        execution_id = ws.resolve_own(execution)
         state = ws.state(execution_id)
         if state.ended is not None:
             click.echo(already_ended(execution_id, state.ended), err=True)

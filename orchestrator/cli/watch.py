@@ -28,7 +28,7 @@ REFRESH_SECONDS = 0.5
 def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Attach to (or switch to) the execution's tmux session."""
     with open_workspace(repo, store_url) as ws:
-        state = ws.state(ws.resolve(execution))
+        state = ws.state(ws.resolve_own(execution))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             f"attach needs a terminal; from a script, use `tmux"

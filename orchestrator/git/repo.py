@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import socket
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,6 +50,12 @@ class RepoPaths:
     toplevel: Path
     git_dir: Path
     git_common_dir: Path
+
+    @property
+    def key(self) -> str:
+        """This clone among every clone sharing one store (several machines may share a
+        PostgreSQL one): its host and git common dir, as the execution rows record it."""
+        return f"{socket.gethostname()}:{self.git_common_dir}"
 
 
 @dataclass(frozen=True)

@@ -171,8 +171,8 @@ class PendingSupervisor:
 
 
 def _refuse_to_fork_unsafely() -> None:
-    sqlite = sys.modules.get("orchestrator.store.sqlite")  # not imported: none is open
-    if sqlite is not None and sqlite.open_stores():
+    stores = sys.modules.get("orchestrator.store.base")  # not imported: none is open
+    if stores is not None and stores.open_stores():
         raise AssertionError("a supervisor is forked only before the command opens its store")
     threading = sys.modules.get("threading")  # not imported: no thread was started
     if threading is not None and threading.active_count() > 1:

@@ -45,13 +45,24 @@ def _sqlite_path(url: str) -> Path:
     return path
 
 
+def _postgres_store(url: str) -> DurableExecutionStore:
+    try:
+        from orchestrator.store.postgres import PostgresStore  # imports psycopg
+    except ImportError as error:
+        raise EnvironmentProblem(
+            f"the PostgreSQL store needs psycopg ({error.msg}): pip install 'kairo-orch[postgres]'"
+        ) from error
+    return PostgresStore(url)
+
+
 def open_store(url: str | None, *, git_common_dir: Path) -> DurableExecutionStore:
     """The store `url` names, opened, its schema created or upgraded.
 
     None: SQLite at <git common dir>/kairo/kairo.db (its directory is created);
     `sqlite:///abs/path.db`: that file (its directory must exist);
-    `postgresql://...`: not available yet. Raises UsageError for any other URL and
-    EnvironmentProblem when the store cannot be opened.
+    `postgresql://user@host:port/db` (or `postgres://`, libpq's URI): that database.
+    Raises UsageError for any other URL and EnvironmentProblem when the store cannot be
+    opened.
     """
     if url is None:
         path = default_store_path(git_common_dir)
@@ -73,10 +84,7 @@ def open_store(url: str | None, *, git_common_dir: Path) -> DurableExecutionStor
             raise EnvironmentProblem(f"cannot open the store at {path}: it is a directory")
         return SqliteStore(path)
     if scheme in ("postgresql", "postgres"):
-        raise EnvironmentProblem(
-            "the PostgreSQL store is not available yet in this kairo-orch; "
-            "use the default SQLite store or --store sqlite:///path/to/kairo.db"
-        )
+        return _postgres_store(url)
     raise UsageError(
         f"unknown store URL {url}: use sqlite:///an/absolute/path.db or postgresql://..."
     )

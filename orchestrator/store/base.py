@@ -2,7 +2,7 @@
 
 The runtime talks to a `DurableExecutionStore` only through this Protocol, from a worker
 thread (`trio.to_thread.run_sync`), so the methods are synchronous and each write is one
-transaction. Backends: `orchestrator.store.sqlite` now, PostgreSQL later.
+transaction. Backends: `orchestrator.store.sqlite` and `orchestrator.store.postgres`.
 
 `version` is the optimistic lock of store.md: every row update bumps it, and a caller that
 passes `expected_version` gets `ConcurrentUpdate` instead of overwriting a change it has
@@ -11,6 +11,7 @@ not seen.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +25,27 @@ from orchestrator.errors import OwnershipError, UsageError
 #: the next event is always sha256_hex(head_hash + canonical_json(envelope)).
 EMPTY_HEAD_HASH = "GENESIS"
 EMPTY_HEAD_SEQ = -1
+
+
+#: Stores open in this process, of any backend. A database connection must not be carried
+#: across a fork: a SQLite child's copy of the lock bookkeeping would think it holds the
+#: parent's locks (and the parent, closing, could reset the write-ahead log under it); a
+#: PostgreSQL child would share the parent's socket, the server reading both as one
+#: session. The supervisor is forked before any store is opened (supervisor_process.py),
+#: which checks this. Held weakly: a store nobody holds any more is closed when collected.
+_open: weakref.WeakSet[object] = weakref.WeakSet()
+
+
+def track_open(store: object) -> None:
+    _open.add(store)
+
+
+def track_closed(store: object) -> None:
+    _open.discard(store)
+
+
+def open_stores() -> int:
+    return len(_open)
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -71,6 +93,7 @@ class ExecutionRow:
     checkpoint_json: str | None
     created_at: str
     updated_at: str
+    repository: str | None = None  # whose it is (`repository_key`); None if made before
 
 
 class ConcurrentUpdate(OwnershipError):
@@ -116,7 +139,13 @@ class DurableExecutionStore(Protocol):
     """The execution store of store.md: rows, an append-only hash-chained log, migrations."""
 
     def create_execution(
-        self, execution_id: str, plan_name: str, status: str, events: Sequence[NewEvent]
+        self,
+        execution_id: str,
+        plan_name: str,
+        status: str,
+        events: Sequence[NewEvent],
+        *,
+        repository: str | None = None,
     ) -> list[StoredEvent]:
         """Insert the row (version 0) and events 0..n-1 in one transaction."""
         ...
@@ -159,8 +188,9 @@ class DurableExecutionStore(Protocol):
 
     def get_execution(self, execution_id: str) -> ExecutionRow | None: ...
 
-    def list_executions(self) -> list[ExecutionRow]:
-        """Newest first (created_at, then execution_id)."""
+    def list_executions(self, *, repository: str | None = None) -> list[ExecutionRow]:
+        """Newest first (created_at, then execution_id); with `repository`, only its own
+        and those that say of no repository."""
         ...
 
     def resolve_id(self, prefix_or_short: str) -> str:

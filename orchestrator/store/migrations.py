@@ -45,6 +45,14 @@ class Dialect:
 
 
 SQLITE = Dialect(name="sqlite", begin=("BEGIN IMMEDIATE",), placeholder="?")
+#: PostgreSQL has no database-wide writer lock to begin with: a transaction-scoped advisory
+#: lock (any fixed number, the same in every kairo-orch) keeps two migrators apart, even
+#: before kairo_schema_version exists.
+POSTGRESQL = Dialect(
+    name="postgresql",
+    begin=("BEGIN", "SELECT pg_advisory_xact_lock(7012202612)"),
+    placeholder="%s",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,12 @@ class Migration:
 
 
 _APPEND_ONLY = "SELECT RAISE(ABORT, 'kairo_execution_events is append-only')"
+# The text of each column is what was hashed (created_at and payload_json are kept as the
+# very strings sealed, not as timestamptz and jsonb, which would respell them).
+_PG_APPEND_ONLY = """CREATE FUNCTION kairo_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'kairo_execution_events is append-only' USING ERRCODE = 'restrict_violation';
+END $$"""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -98,6 +112,56 @@ MIGRATIONS: tuple[Migration, ...] = (
                 "CREATE TRIGGER kairo_execution_events_no_delete"
                 f" BEFORE DELETE ON kairo_execution_events BEGIN {_APPEND_ONLY}; END",
             ),
+            "postgresql": (
+                """CREATE TABLE kairo_executions (
+                    execution_id     TEXT PRIMARY KEY,
+                    plan_name        TEXT NOT NULL,
+                    status           TEXT NOT NULL,
+                    version          BIGINT NOT NULL,
+                    owner            TEXT,
+                    lease_expires_at TEXT,
+                    head_seq         BIGINT NOT NULL,
+                    head_hash        TEXT NOT NULL,
+                    checkpoint_json  TEXT,
+                    created_at       TEXT NOT NULL,
+                    updated_at       TEXT NOT NULL
+                )""",
+                "CREATE INDEX kairo_executions_by_created"
+                " ON kairo_executions (created_at, execution_id)",
+                """CREATE TABLE kairo_execution_events (
+                    execution_id   TEXT NOT NULL REFERENCES kairo_executions (execution_id),
+                    seq            BIGINT NOT NULL CHECK (seq >= 0),
+                    event_id       TEXT NOT NULL UNIQUE,
+                    event_type     TEXT NOT NULL,
+                    schema_version INTEGER NOT NULL,
+                    payload_json   TEXT NOT NULL,
+                    event_hash     TEXT NOT NULL,
+                    created_at     TEXT NOT NULL,
+                    UNIQUE (execution_id, seq)
+                )""",
+                "CREATE INDEX kairo_execution_events_by_type"
+                " ON kairo_execution_events (execution_id, event_type)",
+                _PG_APPEND_ONLY,
+                "CREATE TRIGGER kairo_execution_events_no_change"
+                " BEFORE UPDATE OR DELETE ON kairo_execution_events"
+                " FOR EACH ROW EXECUTE FUNCTION kairo_append_only()",
+                "CREATE TRIGGER kairo_execution_events_no_truncate"
+                " BEFORE TRUNCATE ON kairo_execution_events"
+                " FOR EACH STATEMENT EXECUTE FUNCTION kairo_append_only()",
+            ),
+        },
+    ),
+    Migration(
+        2,
+        "the repository each execution belongs to, for several sharing one store",
+        {
+            dialect: (
+                # NULL for an execution made before: shown in every repository, as before.
+                "ALTER TABLE kairo_executions ADD COLUMN repository TEXT",
+                "CREATE INDEX kairo_executions_by_repository"
+                " ON kairo_executions (repository, created_at)",
+            )
+            for dialect in ("sqlite", "postgresql")
         },
     ),
 )

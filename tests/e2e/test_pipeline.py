@@ -361,3 +361,20 @@ def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo:
         time.sleep(0.1)
     assert kairo.json("status")["status"] == "COMPLETED"
     assert kairo.json("status")["supervisor_pid"] is None
+
+
+def test_a_moved_repository_keeps_its_executions_in_its_own_store(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: moved\nagent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: x\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 0
+    execution_id = kairo.json("status")["execution_id"]
+    moved = repo.with_name("moved-project")
+    repo.rename(moved)  # its rows say the old path; the store inside .git is its own anyway
+
+    try:
+        there = Kairo(repo=moved, env=kairo.env, socket=kairo.socket)
+        assert [row["execution_id"] for row in there.json("list")] == [execution_id]
+        assert there.json("status")["execution_id"] == execution_id
+    finally:
+        moved.rename(repo)  # for the fixture's own clean-up

@@ -83,6 +83,14 @@ def refused_while_a_store_is_open(workdir: str) -> None:
     abandoned()  # closed again: forked as usual
 
 
+def refused_while_a_postgresql_store_is_open(url: str) -> None:
+    from orchestrator.store.postgres import PostgresStore
+
+    with PostgresStore(url):
+        _fork_refused("before the command opens its store")
+    abandoned()
+
+
 def refused_while_a_thread_runs() -> None:
     go = threading.Event()
     thread = threading.Thread(target=go.wait)

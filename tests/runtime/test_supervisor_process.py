@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,3 +50,8 @@ def test_a_pending_supervisor(name: str) -> None:
 )
 def test_a_pending_supervisor_in_a_directory(name: str, tmp_path: Path) -> None:
     scenario(name, str(tmp_path))
+
+
+def test_a_pending_supervisor_is_refused_while_a_postgresql_store_is_open() -> None:
+    with postgres.fresh_schema() as url:
+        scenario("refused_while_a_postgresql_store_is_open", url)

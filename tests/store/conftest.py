@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from orchestrator.store.sqlite import SqliteStore
+from orchestrator.store.sql_store import SqlStore
+from tests import postgres
+from tests.store.backends import Backend, PostgresBackend, SqliteBackend
 
 
 class Clock:
@@ -25,20 +27,20 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "kairo.db"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Backend]:
+    """Each store, on a database of its own, opened as often as a test likes."""
+    if request.param == "sqlite":
+        opened: Backend = SqliteBackend(db_path, Clock)
+        yield opened
+        opened.close()
+        return
+    with postgres.fresh_schema() as url:
+        opened = PostgresBackend(url, Clock)
+        yield opened
+        opened.close()
+
+
 @pytest.fixture
-def open_sqlite(db_path: Path) -> Iterator[Callable[[], SqliteStore]]:
-    """Opens stores on one file (as several processes would) and closes them afterwards."""
-    opened: list[SqliteStore] = []
-
-    def open_one() -> SqliteStore:
-        opened.append(SqliteStore(db_path, clock=Clock()))
-        return opened[-1]
-
-    yield open_one
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(open_sqlite: Callable[[], SqliteStore]) -> SqliteStore:
-    return open_sqlite()
+def store(backend: Backend) -> SqlStore:
+    return backend.open()

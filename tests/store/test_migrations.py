@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,9 @@ import pytest
 from orchestrator.errors import StoreSchemaError
 from orchestrator.store import migrations
 from orchestrator.store.migrations import MIGRATIONS, SQLITE, Migration, migrate, newest_version
+from orchestrator.store.sql_store import SqlStore
 from orchestrator.store.sqlite import SqliteStore
+from tests import postgres
 from tests.store.tamper import raw
 
 
@@ -104,25 +106,77 @@ def test_migrations_must_be_numbered_in_order(connection: sqlite3.Connection) ->
     assert newest_version([]) == 0
 
 
-def test_every_migration_has_sqlite_statements() -> None:
-    assert all(m.statements[SQLITE.name] for m in migrations.MIGRATIONS)
+def test_an_execution_made_before_the_repository_column_belongs_to_none(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    with raw(path) as connection:  # a store of schema version 1, with one execution
+        migrate(connection, SQLITE, location="old", now=now, migrations=MIGRATIONS[:1])
+        connection.execute(
+            "INSERT INTO kairo_executions VALUES"
+            " ('01OLD', 'p', 'COMPLETED', 3, NULL, NULL, -1, 'GENESIS', NULL, ?, ?)",
+            (now(), now()),
+        )
+    with SqliteStore(path) as store:
+        rows = store.list_executions(repository="box:/a/.git")
+    assert [(r.execution_id, r.repository, r.version) for r in rows] == [("01OLD", None, 3)]
 
 
-def test_two_processes_creating_one_store_apply_each_migration_once(tmp_path: Path) -> None:
-    path, errors = tmp_path / "k.db", []
+def test_every_migration_has_statements_for_both_backends() -> None:
+    for dialect in (SQLITE, migrations.POSTGRESQL):
+        assert all(m.statements[dialect.name] for m in migrations.MIGRATIONS)
+
+
+def test_a_newer_postgresql_store_is_refused() -> None:
+    with postgres.fresh_schema() as url:
+        import psycopg
+
+        from orchestrator.store.postgres import PostgresStore
+
+        PostgresStore(url).close()
+        newer = newest_version() + 1
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(
+                "INSERT INTO kairo_schema_version VALUES (%s, 'from the future', %s)",
+                (newer, now()),
+            )
+        with pytest.raises(StoreSchemaError, match=f"has schema version {newer}, newer"):
+            PostgresStore(url)
+
+
+def opened_at_once(open_one: Callable[[], SqlStore], times: int = 4) -> None:
+    """Open `times` stores at the same moment, as that many processes would."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(times)
 
     def open_it() -> None:
         try:
-            SqliteStore(path).close()
+            start.wait()
+            open_one().close()
         except BaseException as error:  # reported below, on the test's thread
             errors.append(error)
             raise
 
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    threads = [threading.Thread(target=open_it) for _ in range(times)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_two_processes_creating_one_store_apply_each_migration_once(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    opened_at_once(lambda: SqliteStore(path))
     with raw(path) as connection:
         assert versions(connection) == [m.version for m in MIGRATIONS]
+
+
+def test_two_processes_creating_one_postgresql_store_apply_each_migration_once() -> None:
+    with postgres.fresh_schema() as url:
+        import psycopg
+
+        from orchestrator.store.postgres import PostgresStore
+
+        opened_at_once(lambda: PostgresStore(url))
+        with psycopg.connect(url) as connection:
+            applied = connection.execute("SELECT version FROM kairo_schema_version").fetchall()
+        assert [v for (v,) in applied] == [m.version for m in MIGRATIONS]

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.errors import EnvironmentProblem, UsageError
 from orchestrator.store import SqliteStore, default_store_path, open_store
+from tests import postgres
 
 
 def test_no_url_means_sqlite_inside_the_git_common_dir(tmp_path: Path) -> None:
@@ -43,9 +44,32 @@ def test_an_unknown_url_is_a_usage_error(url: str, tmp_path: Path) -> None:
         open_store(url, git_common_dir=tmp_path)
 
 
-@pytest.mark.parametrize("url", ["postgresql://kairo@db:5432/kairo", "postgres://db/kairo"])
-def test_postgresql_is_not_available_yet(url: str, tmp_path: Path) -> None:
-    with pytest.raises(EnvironmentProblem, match="PostgreSQL store is not available yet"):
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_a_postgresql_url_opens_the_postgresql_store(scheme: str, tmp_path: Path) -> None:
+    with postgres.fresh_schema() as url:
+        with open_store(url.replace("postgresql", scheme, 1), git_common_dir=tmp_path) as store:
+            assert type(store).__name__ == "PostgresStore"
+            assert store.list_executions() == []
+        assert not (tmp_path / "kairo").exists()
+
+
+def test_an_unreachable_postgresql_says_so_without_its_password(tmp_path: Path) -> None:
+    # Port 1 on this host: refused at once, where a host that does not answer would wait.
+    url = "postgresql://kairo:s3cret@127.0.0.1:1/kairo"
+    with pytest.raises(EnvironmentProblem) as caught:
+        open_store(url, git_common_dir=tmp_path)
+    message = caught.value.message
+    assert message.startswith(
+        "cannot reach the store at postgresql://kairo:***@127.0.0.1:1/kairo: "
+    )
+    assert "s3cret" not in message and "\n" not in message
+    assert caught.value.exit_code == 5
+
+
+def test_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:
+    postgres.admin_connection().close()  # the server itself must answer
+    url = postgres.BASE_URL.rsplit("/", 1)[0] + "/kairo_no_such_database"
+    with pytest.raises(EnvironmentProblem, match='database "kairo_no_such_database" does not'):
         open_store(url, git_common_dir=tmp_path)
 
 

@@ -1,0 +1,144 @@
+"""The PostgreSQL execution store: one log shared by supervisors on several machines.
+
+The same tables, chain and checks as the SQLite store (sql_store.py); what differs is how
+writers are kept apart. PostgreSQL has no database-wide writer lock, so an append or a
+status change reads the execution's row `FOR UPDATE`: a second writer of the same
+execution waits for the first to commit, then reads the head it left (READ COMMITTED), and
+writers of other executions never wait. Reads run REPEATABLE READ, one snapshot, so
+`verify` never sees the head of one append and the events of another; it streams a long
+log through a server-side cursor instead of fetching it whole.
+
+A commit is durable when it returns: `synchronous_commit` is set on for the session,
+whatever the server's default. A connection the server dropped (a restart, a network
+cut) is opened again at the next transaction; the transaction it broke fails with
+EnvironmentProblem, as any store failure does, and changed nothing unless it committed.
+
+psycopg is imported here only: a SQLite user never pays for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from orchestrator.errors import EnvironmentProblem
+from orchestrator.store import migrations
+from orchestrator.store.base import track_closed, track_open
+from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
+
+CONNECT_TIMEOUT_S = 10
+#: Rows a `verify` fetches from its server-side cursor at a time.
+VERIFY_BATCH = 5000
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, to be shown."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class PostgresStore(SqlStore):
+    """`DurableExecutionStore` on a PostgreSQL database; opening it creates or upgrades
+    the schema (in the URL's database and the connection's search path)."""
+
+    integrity_errors = (pg_errors.IntegrityError,)
+    lock_row = " FOR UPDATE"
+
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
+        super().__init__(redacted(url), clock=clock)
+        self._url = url
+        self._conn = self._connect()
+        try:
+            migrations.migrate(
+                self._conn, migrations.POSTGRESQL, location=self.location, now=self._timestamp
+            )
+        except psycopg.Error as error:
+            self._conn.close()
+            raise EnvironmentProblem(
+                f"cannot use the store at {self.location}: {_first_line(error)}"
+            ) from error
+        except BaseException:
+            self._conn.close()
+            raise
+        track_open(self)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.location!r})"
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            connection = psycopg.connect(
+                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            )
+        except psycopg.Error as error:
+            raise EnvironmentProblem(
+                f"cannot reach the store at {self.location}: {_first_line(error)}"
+            ) from error
+        try:
+            connection.execute("SET synchronous_commit TO on")
+        except psycopg.Error as error:
+            connection.close()
+            raise EnvironmentProblem(
+                f"cannot use the store at {self.location}: {_first_line(error)}"
+            ) from error
+        return connection
+
+    def _sql(self, operation: str) -> str:
+        return operation.replace("?", "%s")
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Cursor]:
+        with self._lock:
+            if self._conn.broken or self._conn.closed:
+                self._conn = self._connect()
+            try:
+                # A write is pipelined: what needs no answer (BEGIN; the inserts, the head's
+                # update and COMMIT) goes with the next query that does, not in a round trip
+                # of its own. (A read streams through a server-side cursor, which cannot be.)
+                pipelined = self._conn.pipeline() if write else nullcontext()
+                with pipelined, self._conn.cursor() as cursor:
+                    cursor.execute(
+                        "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                    )
+                    try:
+                        yield cursor
+                        cursor.execute("COMMIT")
+                    except BaseException:
+                        if not self._conn.broken:
+                            self._conn.rollback()
+                        raise
+            except pg_errors.IntegrityError:
+                raise  # a bug or a tampered log, never the environment
+            except psycopg.Error as error:
+                raise EnvironmentProblem(
+                    f"the store at {self.location} failed: {_first_line(error)}"
+                ) from error
+
+    @contextmanager
+    def _stream(
+        self, cursor: Cursor, operation: str, parameters: Sequence[Any]
+    ) -> Iterator[Iterable[Any]]:
+        # A server-side cursor, declared in the transaction `cursor` runs.
+        with self._conn.cursor(name="kairo_verify") as streamed:
+            streamed.itersize = VERIFY_BATCH
+            streamed.execute(operation, parameters)
+            yield streamed
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            track_closed(self)
