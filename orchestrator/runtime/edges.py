@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import trio
 
 from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.state import ExecutionState
@@ -23,6 +25,8 @@ class Edges:
     tmux: TmuxServer
     identity: Identity
     environment: Mapping[str, str]  # of the command that started or resumed the supervisor
+    #: Set once `kairo-orch stop --now` is in the log: a check under way ends at once.
+    stop_now: trio.Event = field(default_factory=trio.Event)
 
 
 def integration_checkout(state: ExecutionState) -> Path:

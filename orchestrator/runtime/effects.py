@@ -339,7 +339,13 @@ async def _run_verify(
     assert view.worktree is not None and verify is not None
     context = _context(state, sid, command.attempt, feedback="", earlier="")
     env = {**edges.environment, **context.environment(), **_worktree_environment(state, sid)}
-    result = await run_shell(verify, cwd=Path(view.worktree), env=env)
+    result = await run_shell(
+        verify,
+        cwd=Path(view.worktree),
+        env=env,
+        timeout_s=state.spec(sid).limits.timeout_s,
+        stop=edges.stop_now,
+    )
     return [
         ev.VerifyFinished(
             subtask_id=sid,

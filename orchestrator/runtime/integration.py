@@ -105,7 +105,14 @@ async def verify_integration(
             **command_environment(edges, state, sid, checkout),
             "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
         }
-        result = await run_shell(check, cwd=checkout, env=env)
+        # Bounded as the subtask's attempts are: a check as long as a whole attempt hangs.
+        result = await run_shell(
+            check,
+            cwd=checkout,
+            env=env,
+            timeout_s=state.spec(sid).limits.timeout_s,
+            stop=edges.stop_now,
+        )
         exit_code, output = result.exit_code, result.output
     except KairoError as error:
         # A merge that could not be checked does not stay either.

@@ -1,15 +1,31 @@
-"""Short commands the supervisor itself runs (the verify gate), with their output kept."""
+"""The plan's own short commands the supervisor runs (the verify gates, a worktree's
+setup, review steps), with their output kept, and the bounds of a check.
+
+A command runs in a process group of its own, so that when a check must end early (its
+timeout, or `kairo-orch stop --now`) its children end with it: a test runner's workers, a
+build's compilers. A check that hangs would otherwise hold its subtask, and an integration
+check every merge after it, for as long as it liked. Its output goes to an unnamed file,
+not a pipe: what a check printed before it was ended is what says where it hung.
+"""
 
 from __future__ import annotations
 
+import math
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import trio
 
+from orchestrator.core.durations import format_duration
+from orchestrator.runtime.process_groups import stop_group
+
 OUTPUT_TAIL_BYTES = 4096  # how much of a command's output an event keeps: its end
+TIMED_OUT = 124  # the exit status timeout(1) gives a command it ended
+STOPPED = 143  # 128 + SIGTERM: a command ended by `kairo-orch stop --now`
 
 
 @dataclass(frozen=True)
@@ -18,15 +34,56 @@ class ShellResult:
     output: str  # stdout and stderr, interleaved as they came
 
 
-async def run_shell(command: str, *, cwd: Path, env: Mapping[str, str]) -> ShellResult:
-    completed = await trio.run_process(
-        ["/bin/sh", "-c", command],
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        capture_stdout=True,
-        stderr=subprocess.STDOUT,
-        check=False,
-    )
-    output = completed.stdout.decode("utf-8", errors="replace") if completed.stdout else ""
-    return ShellResult(exit_code=completed.returncode, output=output)
+async def run_shell(
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float | None = None,
+    stop: trio.Event | None = None,
+) -> ShellResult:
+    """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
+    TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which."""
+    stopped = False
+
+    async def end_on_stop(bounds: trio.CancelScope) -> None:
+        nonlocal stopped
+        assert stop is not None
+        await stop.wait()
+        stopped = True
+        bounds.cancel()
+
+    with tempfile.TemporaryFile() as output:
+        with trio.move_on_after(math.inf if timeout_s is None else timeout_s) as bounds:
+            async with trio.open_nursery() as nursery:
+                if stop is not None:
+                    nursery.start_soon(end_on_stop, bounds)
+                completed = await trio.run_process(
+                    ["/bin/sh", "-c", command],
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    check=False,
+                    start_new_session=True,
+                    deliver_cancel=_stop_its_group,
+                )
+                nursery.cancel_scope.cancel()
+        text = await trio.to_thread.run_sync(_read, output)
+    if not bounds.cancelled_caught:
+        return ShellResult(exit_code=completed.returncode, output=text)
+    if stopped:
+        return ShellResult(STOPPED, f"{text}\n[kairo] ended by kairo-orch stop --now\n")
+    assert timeout_s is not None
+    why = f"\n[kairo] ended after its timeout of {format_duration(timeout_s)}\n"
+    return ShellResult(TIMED_OUT, text + why)
+
+
+async def _stop_its_group(process: trio.Process) -> None:
+    await stop_group(process.pid)  # its own session: the group's id is its pid
+
+
+def _read(output: IO[bytes]) -> str:
+    output.seek(0)
+    return output.read().decode("utf-8", errors="replace")

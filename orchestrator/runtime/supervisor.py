@@ -93,6 +93,8 @@ async def _loop(
         nursery.start_soon(journal.keep_lease, "RUNNING")
         nursery.start_soon(stop_on_signals, journal, signals)
         while True:
+            if journal.state.stop == "now":
+                edges.stop_now.set()
             decision = decide(journal.state, time.time(), constraints)
             if decision.events:
                 await journal.append(decision.events)

@@ -1,0 +1,60 @@
+"""The plan's commands as the supervisor runs them: their output, and a check's bounds."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import trio
+
+from orchestrator.runtime.processes import STOPPED, TIMED_OUT, run_shell
+
+# Says something, leaves a child of its own behind in its group, and waits.
+HANGS = "echo so far so good; sleep 30 & echo $! > child.pid; sleep 30"
+
+
+async def test_a_command_gives_its_status_and_all_it_printed(tmp_path: Path) -> None:
+    result = await run_shell(
+        "echo out; echo err >&2; echo $KAIRO_X; exit 3", cwd=tmp_path, env={"KAIRO_X": "x"}
+    )
+    assert (result.exit_code, result.output) == (3, "out\nerr\nx\n")
+
+
+async def test_a_command_over_its_timeout_ends_with_its_children_and_says_so(
+    tmp_path: Path,
+) -> None:
+    began = time.monotonic()
+    result = await run_shell(HANGS, cwd=tmp_path, env=dict(os.environ), timeout_s=0.5)
+    assert time.monotonic() - began < 5
+    assert result.exit_code == TIMED_OUT
+    assert result.output == "so far so good\n\n[kairo] ended after its timeout of 0.5s\n"
+    assert not runs(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_a_stop_ends_a_command_under_way(tmp_path: Path) -> None:
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_set_after, stop, 0.3)
+        result = await run_shell(HANGS, cwd=tmp_path, env=dict(os.environ), stop=stop)
+    assert result.exit_code == STOPPED
+    assert result.output.endswith("\n[kairo] ended by kairo-orch stop --now\n")
+
+
+async def test_a_command_that_ends_in_time_is_not_touched(tmp_path: Path) -> None:
+    result = await run_shell("exit 0", cwd=tmp_path, env={}, timeout_s=30, stop=trio.Event())
+    assert (result.exit_code, result.output) == (0, "")
+
+
+def runs(pid: int) -> bool:
+    """Whether `pid` is a process that runs (a zombie left to an init that does not reap
+    orphans runs nothing)."""
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
+async def _set_after(event: trio.Event, seconds: float) -> None:
+    await trio.sleep(seconds)
+    event.set()
