@@ -13,7 +13,7 @@ from orchestrator.errors import UsageError
 from orchestrator.git.repo import RepoPaths, discover_repo
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.state_reader import read_state
-from orchestrator.store import open_store
+from orchestrator.store import default_store_path, open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
 
 
@@ -30,7 +30,7 @@ class Workspace:
             return self.store.resolve_id(id_or_prefix)
         rows = self.executions()
         if not rows:
-            raise UsageError("there is no execution in this repository yet")
+            raise NoExecutionYet
         return rows[0].execution_id
 
     def resolve_own(self, id_or_prefix: str | None) -> str:
@@ -71,8 +71,26 @@ class Workspace:
         return effective_status(state, supervisor_alive=owner_alive(row))
 
 
+class NoExecutionYet(UsageError):
+    def __init__(self) -> None:
+        super().__init__("there is no execution in this repository yet")
+
+
 @contextmanager
-def open_workspace(repo: Path, store_url: str | None) -> Iterator[Workspace]:
+def open_workspace(
+    repo: Path, store_url: str | None, *, create: bool = True
+) -> Iterator[Workspace]:
+    """The repository and its store. Without `create`, for a command that only looks (or
+    acts on an execution that must exist), a default store not made yet is not made now:
+    `NoExecutionYet` instead, and the repository is left as it was."""
     paths = discover_repo(repo)
+    if not create and store_url is None and not default_store_path(paths.git_common_dir).exists():
+        raise NoExecutionYet
+    with workspace_at(paths, store_url) as ws:
+        yield ws
+
+
+@contextmanager
+def workspace_at(paths: RepoPaths, store_url: str | None) -> Iterator[Workspace]:
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
         yield Workspace(paths=paths, store=store, store_url=store_url)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import click
 
 from orchestrator.cli import render
-from orchestrator.cli.context import open_workspace
+from orchestrator.cli.context import NoExecutionYet, open_workspace
 from orchestrator.cli.options import common_options
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.status import status_document
@@ -20,7 +21,7 @@ from orchestrator.core.status import status_document
 @common_options
 def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """One execution: its state and every subtask's."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         row = ws.row(execution_id)
         state = ws.state(execution_id)
@@ -42,8 +43,9 @@ def status(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 @common_options
 def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
     """Every execution of this repository, newest first."""
-    with open_workspace(repo, store_url) as ws:
-        items = []
+    items = []
+    # A repository that never had one has no store yet either: none is made to say so.
+    with contextlib.suppress(NoExecutionYet), open_workspace(repo, store_url, create=False) as ws:
         for row in ws.executions():
             state = ws.state(row.execution_id)
             items.append(
@@ -68,7 +70,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
 @common_options
 def events(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """The event log, oldest first."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         stored = ws.store.read_events(ws.resolve(execution))
     for event in stored:
         if as_json:
@@ -93,7 +95,7 @@ def events(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 @common_options
 def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Verify the event log's hash chain and head."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         seq, head_hash = ws.store.verify(execution_id)
     click.echo(f"{execution_id}: the log verifies; head seq {seq}, hash {head_hash}")
@@ -108,7 +110,7 @@ def report(
     execution: str | None, as_json: bool, as_markdown: bool, repo: Path, store_url: str | None
 ) -> None:
     """The merge report: what merged, what conflicted and with what, what failed and why."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
         document = build_report(state, ws.status_of(state, ws.row(execution_id)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.context import Workspace, open_workspace
+from orchestrator.cli.context import Workspace, workspace_at
 from orchestrator.cli.launch import launch
 from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.core import events as ev
@@ -17,10 +17,11 @@ from orchestrator.core.ids import default_integration_branch, short_id, tmux_ses
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists_sync
-from orchestrator.git.repo import git_sync
+from orchestrator.git.repo import RepoPaths, discover_repo, git_sync
 from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
+from orchestrator.store import default_store_path
 from orchestrator.store.base import NewEvent
 from orchestrator.store.ulid import new_ulid
 from orchestrator.tmux.interactive import tmux_version
@@ -36,10 +37,20 @@ def start_execution(
     store_url: str | None,
     supervisor: PendingSupervisor,
 ) -> None:
-    with open_workspace(repo, store_url) as ws:
-        tmux_version()  # refuse before anything is created, not once agents start
-        spares_to_keep(os.environ)  # likewise: the supervisor reads it too
-        checked = read_plan(plan, ws.paths)
+    # Every refusal that needs no store comes before it is opened: a start refused for its
+    # plan or its machine creates nothing, not even the store's file.
+    paths = discover_repo(repo)
+    tmux_version()  # refuse before anything is created, not once agents start
+    spares_to_keep(os.environ)  # likewise: the supervisor reads it too
+    checked = read_plan(plan, paths)
+    require_runnable(checked.loaded.plan)
+    worktree_root = _worktree_root(paths, checked.loaded.plan, checked.path)
+    named = checked.loaded.plan.integration_branch
+    if named and store_url is None and not default_store_path(paths.git_common_dir).exists():
+        # A branch the plan names may be an interrupted execution's, to be resumed; with no
+        # store yet, none was ever run here, and the refusal need not wait for one.
+        _refuse_a_taken_branch(paths, checked, named)
+    with workspace_at(paths, store_url) as ws:
         interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
         if interrupted is not None:
             _offer_resume(
@@ -51,11 +62,11 @@ def start_execution(
                 supervisor=supervisor,
             )
             return
-        execution_id = _create_execution(ws, checked)
+        execution_id = _create_execution(ws, checked, worktree_root)
         launch(ws, execution_id, supervisor, wait=wait, detach=detach)
 
 
-def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
+def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -> str:
     plan_path = checked.path
     plan = checked.loaded.plan
     for warning in checked.warnings:
@@ -67,15 +78,10 @@ def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
             f"{checked.base_commit[:12] if checked.base_commit else 'the base'} without them",
             err=True,
         )
-    require_runnable(plan)
     assert checked.base_commit is not None
     execution_id = new_ulid()
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
-    if branch_exists_sync(ws.paths.toplevel, integration):
-        raise UsageError(
-            f"{plan_path}: integration branch '{integration}' already exists; delete it or "
-            "name another in the plan"
-        )
+    _refuse_a_taken_branch(ws.paths, checked, integration)
     kairo_dir = ws.paths.git_common_dir / "kairo"
     created = ev.ExecutionCreated(
         plan=plan,
@@ -86,12 +92,20 @@ def _create_execution(ws: Workspace, checked: PlanInRepo) -> str:
         integration_branch=integration,
         tmux_socket=os.environ.get("KAIRO_TMUX_SOCKET") or None,
         tmux_session=tmux_session_name(plan.name, execution_id),
-        worktree_root=str(_worktree_root(ws, plan, plan_path) / short_id(execution_id)),
+        worktree_root=str(worktree_root / short_id(execution_id)),
         run_root=str(kairo_dir / "runs" / execution_id),
     )
     record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
     ws.store.create_execution(execution_id, plan.name, "RUNNING", [record], repository=ws.paths.key)
     return execution_id
+
+
+def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: str) -> None:
+    if branch_exists_sync(paths.toplevel, integration):
+        raise UsageError(
+            f"{checked.path}: integration branch '{integration}' already exists; delete it or "
+            "name another in the plan"
+        )
 
 
 def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
@@ -129,16 +143,16 @@ def _offer_resume(
     )
 
 
-def _worktree_root(ws: Workspace, plan: ResolvedPlan, plan_path: Path) -> Path:
+def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Path:
     """The plan's worktree_root (relative to the repository root), else inside .git."""
     if plan.worktree_root is None:
-        return default_worktree_root(ws.paths.git_common_dir)
-    root = (ws.paths.toplevel / plan.worktree_root).resolve()
-    inside_checkout = root == ws.paths.toplevel or ws.paths.toplevel in root.parents
-    inside_git_dir = root == ws.paths.git_common_dir or ws.paths.git_common_dir in root.parents
+        return default_worktree_root(paths.git_common_dir)
+    root = (paths.toplevel / plan.worktree_root).resolve()
+    inside_checkout = root == paths.toplevel or paths.toplevel in root.parents
+    inside_git_dir = root == paths.git_common_dir or paths.git_common_dir in root.parents
     if inside_checkout and not inside_git_dir:
         raise UsageError(
             f"{plan_path}: worktree_root {plan.worktree_root} lies inside the working tree "
-            f"{ws.paths.toplevel}; it must lie outside it"
+            f"{paths.toplevel}; it must lie outside it"
         )
     return root

@@ -41,7 +41,7 @@ def resume(
     with pending_supervisor() as supervisor:
         from orchestrator.cli.launch import already_ended, launch, wait_until_ended
 
-        with open_workspace(repo, store_url) as ws:
+        with open_workspace(repo, store_url, create=False) as ws:
             execution_id = ws.resolve_own(execution)
             ws.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
             state = ws.state(execution_id)

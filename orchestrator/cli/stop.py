@@ -42,7 +42,7 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
     """Stop an execution (the newest when ID is left out): running attempts finish and are
     judged, accepted work is merged, nothing new starts. It ends STOPPED."""
     mode: StopMode = "now" if now else "graceful"
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve_own(execution)
         state = ws.state(execution_id)
         if state.ended is not None:

@@ -27,7 +27,7 @@ REFRESH_SECONDS = 0.5
 @common_options
 def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Attach to (or switch to) the execution's tmux session."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         state = ws.state(ws.resolve_own(execution))
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
@@ -43,7 +43,7 @@ def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
 @common_options
 def watch(execution: str, repo: Path, store_url: str | None) -> None:
     """The supervisor window: every subtask's state, refreshed live."""
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)
         shown: tuple[object, ...] | None = None

@@ -65,6 +65,7 @@ def assert_nothing_created(kairo: Kairo, repo: Path) -> None:
     assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert kairo.tmux_sessions() == []
+    assert not (repo / ".git" / "kairo" / "kairo.db").exists()  # not even the store
     assert kairo.json("list") == []
     # The supervisor process `start` set going before it checked anything is gone too.
     deadline = time.monotonic() + 30
@@ -196,7 +197,22 @@ def test_an_agent_whose_program_is_missing_is_refused_at_start(kairo: Kairo, rep
     assert_nothing_created(kairo, repo)
 
 
-def test_an_unknown_execution_id_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
-    done = kairo.run("status", "zzzz")
+@pytest.mark.parametrize(
+    "command", ["status", "events", "verify", "report", "resume", "stop", "attach"]
+)
+def test_looking_into_a_repository_that_never_ran_one_creates_nothing(
+    kairo: Kairo, repo: Path, command: str
+) -> None:
+    done = kairo.run(command)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "kairo-orch: there is no execution in this repository yet\n",
+    )
+    assert kairo.run("list").stdout == "no executions in this repository yet\n"
+    assert not (repo / ".git" / "kairo").exists()
+
+
+def test_an_unknown_execution_id_is_a_usage_error(kairo: Kairo, tmp_path: Path) -> None:
+    done = kairo.run("status", "zzzz", "--store", f"sqlite://{tmp_path}/kairo.db")
     assert done.returncode == 2
     assert "no execution matches" in done.stderr
