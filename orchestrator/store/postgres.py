@@ -19,13 +19,14 @@ psycopg is imported here only: a SQLite user never pays for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.store import migrations
@@ -109,24 +110,33 @@ class PostgresStore(SqlStore):
                 # A write is pipelined: what needs no answer (BEGIN; the inserts, the head's
                 # update and COMMIT) goes with the next query that does, not in a round trip
                 # of its own. (A read streams through a server-side cursor, which cannot be.)
+                # So the server's refusal of an insert may come only as the pipeline ends.
                 pipelined = self._conn.pipeline() if write else nullcontext()
                 with pipelined, self._conn.cursor() as cursor:
                     cursor.execute(
                         "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
                     )
-                    try:
-                        yield cursor
-                        cursor.execute("COMMIT")
-                    except BaseException:
-                        if not self._conn.broken:
-                            self._conn.rollback()
-                        raise
-            except pg_errors.IntegrityError:
-                raise  # a bug or a tampered log, never the environment
-            except psycopg.Error as error:
+                    yield cursor
+                    cursor.execute("COMMIT")
+            except BaseException as error:
+                self._leave_failed_transaction()
+                if isinstance(error, pg_errors.IntegrityError) or not isinstance(
+                    error, psycopg.Error
+                ):
+                    raise  # a constraint: a bug or a tampered log, never the environment
                 raise EnvironmentProblem(
                     f"the store at {self.location} failed: {_first_line(error)}"
                 ) from error
+
+    def _leave_failed_transaction(self) -> None:
+        """Whatever failed, and wherever (inside the pipeline or as it ended), the session
+        is left with no transaction open: else every later one would be refused as part of
+        the failed one ("current transaction is aborted")."""
+        if self._conn.broken or self._conn.closed:
+            return  # opened anew by the next transaction
+        if self._conn.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                self._conn.rollback()
 
     @contextmanager
     def _stream(

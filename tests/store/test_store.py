@@ -139,6 +139,9 @@ def test_unknown_and_duplicate_executions(store: SqlStore) -> None:
     store.create_execution(EID, "p", "RUNNING", [])
     with pytest.raises(UsageError, match="already exists"):
         store.create_execution(EID, "p", "RUNNING", events("a"))
+    # The refusal (PostgreSQL's comes as its pipelined write ends) leaves the store usable.
+    store.append(EID, events("a"))
+    assert store.verify(EID)[0] == 0
 
 
 def test_a_payload_that_does_not_survive_json_is_refused(store: SqlStore) -> None:
