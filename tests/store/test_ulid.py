@@ -29,7 +29,9 @@ def test_a_ulid_writes_its_time_as_the_spec_does() -> None:
 @given(st.integers(min_value=0, max_value=2**48 - 2), st.integers(min_value=1, max_value=10**6))
 def test_ulids_sort_by_the_millisecond_they_were_made(earlier_ms: int, later_by: int) -> None:
     later_ms = min(earlier_ms + later_by, 2**48 - 1)
-    earlier, later = new_ulid(at=earlier_ms / 1000), new_ulid(at=later_ms / 1000)
+    # Each in the middle of its millisecond: 1132 / 1000 is 1.1319999... in binary, which
+    # is a moment of millisecond 1131.
+    earlier, later = new_ulid(at=(earlier_ms + 0.5) / 1000), new_ulid(at=(later_ms + 0.5) / 1000)
     assert earlier < later
     assert earlier[0] <= "7"  # 128 bits in 26 characters: the first holds 3 of them
 
