@@ -21,11 +21,12 @@ from typing import IO
 import trio
 
 from orchestrator.core.durations import format_duration
-from orchestrator.runtime.process_groups import stop_group
+from orchestrator.runtime.process_groups import GRACE_SECONDS, stop_group
 
 OUTPUT_TAIL_BYTES = 4096  # how much of a command's output an event keeps: its end
 TIMED_OUT = 124  # the exit status timeout(1) gives a command it ended
 STOPPED = 143  # 128 + SIGTERM: a command ended by `kairo-orch stop --now`
+GRACE_S = GRACE_SECONDS  # between the SIGTERM and the SIGKILL of a group ended early
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ async def run_shell(
     """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
     TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which."""
     stopped = False
+    completed: subprocess.CompletedProcess[bytes] | None = None
+    group: list[int] = []  # the process group, once known
 
     async def end_on_stop(bounds: trio.CancelScope) -> None:
         nonlocal stopped
@@ -53,11 +56,15 @@ async def run_shell(
         stopped = True
         bounds.cancel()
 
+    async def end_its_group(process: trio.Process) -> None:
+        group.append(process.pid)  # its own session: the group's id is its pid
+        await stop_group(process.pid, grace=GRACE_S)
+
     with tempfile.TemporaryFile() as output:
-        with trio.move_on_after(math.inf if timeout_s is None else timeout_s) as bounds:
+        with trio.move_on_after(math.inf if timeout_s is None else timeout_s):
             async with trio.open_nursery() as nursery:
                 if stop is not None:
-                    nursery.start_soon(end_on_stop, bounds)
+                    nursery.start_soon(end_on_stop, nursery.cancel_scope)
                 completed = await trio.run_process(
                     ["/bin/sh", "-c", command],
                     cwd=cwd,
@@ -67,21 +74,22 @@ async def run_shell(
                     stderr=subprocess.STDOUT,
                     check=False,
                     start_new_session=True,
-                    deliver_cancel=_stop_its_group,
+                    deliver_cancel=end_its_group,
                 )
                 nursery.cancel_scope.cancel()
+        if group:
+            # trio gives up on `end_its_group` once the shell itself has exited, which it
+            # does at the first SIGTERM: what it started may still run, or ignore SIGTERM.
+            with trio.CancelScope(shield=True):
+                await stop_group(group[0], grace=GRACE_S)
         text = await trio.to_thread.run_sync(_read, output)
-    if not bounds.cancelled_caught:
+    if completed is not None:  # it ended on its own, even if a bound came just after
         return ShellResult(exit_code=completed.returncode, output=text)
     if stopped:
         return ShellResult(STOPPED, f"{text}\n[kairo] ended by kairo-orch stop --now\n")
     assert timeout_s is not None
     why = f"\n[kairo] ended after its timeout of {format_duration(timeout_s)}\n"
     return ShellResult(TIMED_OUT, text + why)
-
-
-async def _stop_its_group(process: trio.Process) -> None:
-    await stop_group(process.pid)  # its own session: the group's id is its pid
 
 
 def _read(output: IO[bytes]) -> str:

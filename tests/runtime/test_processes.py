@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
+from orchestrator.runtime import processes
 from orchestrator.runtime.processes import STOPPED, TIMED_OUT, run_shell
 
 # Says something, leaves a child of its own behind in its group, and waits.
@@ -29,6 +32,17 @@ async def test_a_command_over_its_timeout_ends_with_its_children_and_says_so(
     assert time.monotonic() - began < 5
     assert result.exit_code == TIMED_OUT
     assert result.output == "so far so good\n\n[kairo] ended after its timeout of 0.5s\n"
+    assert not runs(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_what_a_command_started_ends_with_it_even_if_it_ignores_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(processes, "GRACE_S", 0.3)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
+    command = f"{sys.executable} -c '{stubborn}' & echo $! > child.pid; sleep 30"
+    result = await run_shell(command, cwd=tmp_path, env=dict(os.environ), timeout_s=0.5)
+    assert result.exit_code == TIMED_OUT
     assert not runs(int((tmp_path / "child.pid").read_text()))
 
 
