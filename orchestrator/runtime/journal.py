@@ -16,13 +16,16 @@ import trio
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState, apply
-from orchestrator.errors import OwnershipError
-from orchestrator.runtime.ownership import HEARTBEAT_SECONDS, lease_deadline
+from orchestrator.errors import EnvironmentProblem, OwnershipError
+from orchestrator.runtime import ownership
+from orchestrator.runtime.ownership import lease_deadline
 from orchestrator.store.base import ConcurrentUpdate, DurableExecutionStore, NewEvent, StoredEvent
 
 log = structlog.get_logger(__name__)
 
 CRASH_AFTER_VARIABLE = "KAIRO_FAULT_CRASH_AFTER_EVENT"
+HEARTBEAT_SECONDS = ownership.HEARTBEAT_SECONDS
+LEASE_RETRY_SECONDS = 1.0
 
 
 class Journal:
@@ -106,10 +109,18 @@ class Journal:
                 ) from None
 
     async def keep_lease(self, status: str) -> None:
-        """Run until cancelled: renew the lease well before it runs out."""
+        """Run until cancelled: renew the lease well before it runs out. A renewal the store
+        failed (a server restarting, a connection cut) is tried again a second later, not
+        fatal: the lease outlasts two missed beats, and nothing else was written."""
         while True:
             await trio.sleep(HEARTBEAT_SECONDS)
-            await self.set_status(status)
+            while True:
+                try:
+                    await self.set_status(status)
+                    break
+                except EnvironmentProblem as problem:
+                    log.warning("lease_renewal_failed", error=problem.message)
+                    await trio.sleep(LEASE_RETRY_SECONDS)
 
     def _status_after(self, events: Sequence[ev.ExecutionEvent]) -> str | None:
         for event in events:

@@ -18,6 +18,8 @@ psycopg is imported here only: a SQLite user never pays for it.
 
 from __future__ import annotations
 
+import re
+import select
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import datetime
@@ -28,7 +30,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
-from orchestrator.errors import EnvironmentProblem
+from orchestrator.errors import EnvironmentProblem, UsageError
 from orchestrator.store import migrations
 from orchestrator.store.base import track_closed, track_open
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
@@ -38,13 +40,42 @@ CONNECT_TIMEOUT_S = 10
 VERIFY_BATCH = 5000
 
 
+def checked_url(url: str) -> str:
+    """`url` as libpq takes it (a scheme in lower case: libpq knows no other spelling), or
+    UsageError for one that is not a URL at all."""
+    scheme, _, rest = url.partition(":")
+    url = f"{scheme.lower()}:{rest}"
+    try:
+        urlsplit(url).port  # noqa: B018 - parsing it is the check
+    except ValueError as error:
+        raise UsageError(f"the store URL {redacted(url)} is not a valid URL: {error}") from None
+    return url
+
+
 def redacted(url: str) -> str:
-    """`url` without its password, to be shown."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """`url` without its password (in the user part or the query), to be shown."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url.partition("://")[0] + "://..."  # cannot tell where a password would be
+    netloc = parts.netloc
+    if password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _hung_up(connection: psycopg.Connection[Any]) -> bool:
+    """Whether the server ended this idle session (a restart, a failover, an idle-session
+    reaper): an idle session is sent nothing, so a socket with something to read between
+    transactions holds its goodbye, or the end of the stream. Caught here, before the
+    next transaction, it costs no failed write and no supervisor."""
+    try:
+        readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _first_line(error: BaseException) -> str:
@@ -60,6 +91,7 @@ class PostgresStore(SqlStore):
     lock_row = " FOR UPDATE"
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
+        url = checked_url(url)
         super().__init__(redacted(url), clock=clock)
         self._url = url
         self._conn = self._connect()
@@ -83,7 +115,10 @@ class PostgresStore(SqlStore):
     def _connect(self) -> psycopg.Connection[Any]:
         try:
             connection = psycopg.connect(
-                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                self._url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="kairo-orch",  # what pg_stat_activity shows of it
             )
         except psycopg.Error as error:
             raise EnvironmentProblem(
@@ -104,7 +139,8 @@ class PostgresStore(SqlStore):
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         with self._lock:
-            if self._conn.broken or self._conn.closed:
+            if self._conn.broken or self._conn.closed or _hung_up(self._conn):
+                self._conn.close()
                 self._conn = self._connect()
             try:
                 # A write is pipelined: what needs no answer (BEGIN; the inserts, the head's

@@ -14,7 +14,14 @@ import pytest
 from orchestrator.store.base import format_timestamp
 from tests import postgres
 from tests.e2e.conftest import Kairo, git
-from tests.e2e.test_recovery import CRASHY, outcome, seed, start_then_kill_9
+from tests.e2e.test_recovery import (
+    CRASHY,
+    outcome,
+    running_agents,
+    seed,
+    start_then_kill_9,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -154,3 +161,28 @@ def test_two_repositories_sharing_one_store_each_see_their_own(
             f" {other_repo / '.git'} on {socket.gethostname()}; run this there"
         )
     assert other.run("clean", theirs).returncode == 0
+
+
+def test_a_supervisor_outlives_its_database_session_ended_under_it(on_postgres: Kairo) -> None:
+    plan = on_postgres.write_plan(
+        "version: 1\nname: cut\nagent: {kind: shell, run: 'sleep 4; echo x > x.txt'}\n"
+        "subtasks:\n  - id: x\n"
+    )
+    assert on_postgres.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: running_agents(on_postgres) == 1)
+    # As a server restart, a failover or an idle-session reaper would: every session of
+    # kairo-orch ends (this test's supervisor is the only one connected now).
+    with postgres.connect(postgres.BASE_URL) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = 'kairo-orch' AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+    assert ended >= 1
+
+    done = on_postgres.run("stop", "--wait")  # graceful: the agent finishes and is merged
+
+    assert done.returncode == 0, done.stderr
+    execution_id = on_postgres.json("status")["execution_id"]
+    assert on_postgres.json("status")["subtasks"][0]["state"] == "merged"
+    events = on_postgres.run("events", execution_id, "--json").stdout.splitlines()
+    assert sum('"supervisor_started"' in e for e in events) == 1  # never crashed, never resumed

@@ -6,14 +6,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 
 from orchestrator.core import events as ev
 from orchestrator.core.commands import CreateIntegrationBranch
 from orchestrator.core.decide import decide
 from orchestrator.core.state import fold
-from orchestrator.errors import OwnershipError
+from orchestrator.errors import EnvironmentProblem, OwnershipError
+from orchestrator.runtime import journal as journal_module
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.state_reader import advance_state, read_state
@@ -99,3 +102,35 @@ async def test_a_stale_version_loses_ownership(recorded: Recorded) -> None:
     store.set_status(execution_id, "RUNNING", owner="elsewhere:2")  # someone took it over
     with pytest.raises(OwnershipError, match="taken over"):
         await journal.append([ev.SupervisorStarted(pid=1, host="host")])
+
+
+class FlakyStore(SqliteStore):
+    """A store whose first `failures` row updates fail as a server restarting would."""
+
+    failures = 2
+
+    def set_status(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise EnvironmentProblem("the store at test failed: the server is restarting")
+        return super().set_status(*args, **kwargs)
+
+
+async def test_a_lease_renewal_the_store_failed_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(journal_module, "LEASE_RETRY_SECONDS", 0.05)
+    with FlakyStore(tmp_path / "kairo.db") as store:
+        created = run(start(plan(subtask("a"))), World()).created
+        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+        journal = Journal(store, read_state(store, "E1"), owner="host:1", version=0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(journal.keep_lease, "RUNNING")  # it would raise if not kept
+            with trio.fail_after(10):
+                while journal.version == 0:  # noqa: ASYNC110 - a renewal signals nothing
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        row = store.get_execution("E1")
+        assert store.failures == 0
+        assert row is not None and (row.owner, row.version) == ("host:1", 1)

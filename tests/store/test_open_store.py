@@ -105,3 +105,24 @@ def test_a_read_only_directory(tmp_path: Path) -> None:
             open_store(f"sqlite://{locked}/s.db", git_common_dir=tmp_path)
     finally:
         locked.chmod(0o700)
+
+
+def test_a_malformed_postgresql_url_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^the store URL postgresql://\.\.\. is not a valid URL"):
+        open_store("postgresql://kairo@[::1:5432/kairo", git_common_dir=tmp_path)
+
+
+def test_a_password_in_the_query_is_not_shown_either(tmp_path: Path) -> None:
+    url = "postgresql://127.0.0.1:1/kairo?user=kairo&password=s3cret&sslmode=disable"
+    with pytest.raises(EnvironmentProblem) as caught:
+        open_store(url, git_common_dir=tmp_path)
+    assert "?user=kairo&password=***&sslmode=disable:" in caught.value.message
+    assert "s3cret" not in caught.value.message
+
+
+def test_the_scheme_may_be_written_in_any_case(tmp_path: Path) -> None:
+    with (
+        postgres.fresh_schema() as url,
+        open_store("PostgreSQL" + url.removeprefix("postgresql"), git_common_dir=tmp_path) as store,
+    ):
+        assert store.list_executions() == []
