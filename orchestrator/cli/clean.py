@@ -47,7 +47,7 @@ def clean(
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
     if every and execution:
         raise UsageError("give an execution ID or --all, not both")
-    with open_workspace(repo, store_url) as ws:
+    with open_workspace(repo, store_url, create=False) as ws:
         if every:
             lines = _clean_every_ended(ws, force)
         else:

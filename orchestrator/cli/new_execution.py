@@ -37,19 +37,19 @@ def start_execution(
     store_url: str | None,
     supervisor: PendingSupervisor,
 ) -> None:
-    # Every refusal that needs no store comes before it is opened: a start refused for its
-    # plan or its machine creates nothing, not even the store's file.
     paths = discover_repo(repo)
     tmux_version()  # refuse before anything is created, not once agents start
     spares_to_keep(os.environ)  # likewise: the supervisor reads it too
     checked = read_plan(plan, paths)
-    require_runnable(checked.loaded.plan)
-    worktree_root = _worktree_root(paths, checked.loaded.plan, checked.path)
-    named = checked.loaded.plan.integration_branch
-    if named and store_url is None and not default_store_path(paths.git_common_dir).exists():
-        # A branch the plan names may be an interrupted execution's, to be resumed; with no
-        # store yet, none was ever run here, and the refusal need not wait for one.
-        _refuse_a_taken_branch(paths, checked, named)
+    # An interrupted execution of this plan is offered before the plan file's own checks
+    # (its program, its worktree_root, its branch): `resume` goes on with the plan its log
+    # holds. With no store yet there is none, so those refusals come before the store is
+    # made: a start refused creates nothing, not even the store's file.
+    ready = None
+    if store_url is None and not default_store_path(paths.git_common_dir).exists():
+        ready = _ready_to_start(paths, checked)
+        if checked.loaded.plan.integration_branch:
+            _refuse_a_taken_branch(paths, checked, checked.loaded.plan.integration_branch)
     with workspace_at(paths, store_url) as ws:
         interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
         if interrupted is not None:
@@ -62,8 +62,15 @@ def start_execution(
                 supervisor=supervisor,
             )
             return
+        worktree_root = ready or _ready_to_start(paths, checked)
         execution_id = _create_execution(ws, checked, worktree_root)
         launch(ws, execution_id, supervisor, wait=wait, detach=detach)
+
+
+def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> Path:
+    """Refuse a plan this machine cannot run; where its worktrees go."""
+    require_runnable(checked.loaded.plan)
+    return _worktree_root(paths, checked.loaded.plan, checked.path)
 
 
 def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -> str:

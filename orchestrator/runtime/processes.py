@@ -61,27 +61,30 @@ async def run_shell(
         await stop_group(process.pid, grace=GRACE_S)
 
     with tempfile.TemporaryFile() as output:
-        with trio.move_on_after(math.inf if timeout_s is None else timeout_s):
-            async with trio.open_nursery() as nursery:
-                if stop is not None:
-                    nursery.start_soon(end_on_stop, nursery.cancel_scope)
-                completed = await trio.run_process(
-                    ["/bin/sh", "-c", command],
-                    cwd=cwd,
-                    env=dict(env),
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    check=False,
-                    start_new_session=True,
-                    deliver_cancel=end_its_group,
-                )
-                nursery.cancel_scope.cancel()
-        if group:
-            # trio gives up on `end_its_group` once the shell itself has exited, which it
-            # does at the first SIGTERM: what it started may still run, or ignore SIGTERM.
-            with trio.CancelScope(shield=True):
-                await stop_group(group[0], grace=GRACE_S)
+        try:
+            with trio.move_on_after(math.inf if timeout_s is None else timeout_s):
+                async with trio.open_nursery() as nursery:
+                    if stop is not None:
+                        nursery.start_soon(end_on_stop, nursery.cancel_scope)
+                    completed = await trio.run_process(
+                        ["/bin/sh", "-c", command],
+                        cwd=cwd,
+                        env=dict(env),
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        check=False,
+                        start_new_session=True,
+                        deliver_cancel=end_its_group,
+                    )
+                    nursery.cancel_scope.cancel()
+        finally:
+            if group:
+                # However it was ended (its bounds, or its caller cancelled): trio gives up
+                # on `end_its_group` once the shell has exited, which it does at the first
+                # SIGTERM, and what the shell started may still run, or ignore SIGTERM.
+                with trio.CancelScope(shield=True):
+                    await stop_group(group[0], grace=GRACE_S)
         text = await trio.to_thread.run_sync(_read, output)
     if completed is not None:  # it ended on its own, even if a bound came just after
         return ShellResult(exit_code=completed.returncode, output=text)

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from orchestrator.errors import EnvironmentProblem, UsageError
@@ -46,7 +47,7 @@ def checked_url(url: str) -> str:
     scheme, _, rest = url.partition(":")
     url = f"{scheme.lower()}:{rest}"
     try:
-        urlsplit(url).port  # noqa: B018 - parsing it is the check
+        urlsplit(url)  # not its port: libpq's `host1:5432,host2:5433` is no port of Python's
     except ValueError as error:
         raise UsageError(f"the store URL {redacted(url)} is not a valid URL: {error}") from None
     return url
@@ -71,11 +72,12 @@ def _hung_up(connection: psycopg.Connection[Any]) -> bool:
     reaper): an idle session is sent nothing, so a socket with something to read between
     transactions holds its goodbye, or the end of the stream. Caught here, before the
     next transaction, it costs no failed write and no supervisor."""
+    poller = select.poll()  # not select(): it refuses a descriptor numbered 1024 or more
     try:
-        readable, _, _ = select.select([connection.fileno()], [], [], 0)
+        poller.register(connection.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 def _first_line(error: BaseException) -> str:
@@ -114,11 +116,12 @@ class PostgresStore(SqlStore):
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
+            conninfo = self._url
+            if "application_name" not in conninfo_to_dict(conninfo):
+                # What pg_stat_activity shows of it, unless the URL says otherwise.
+                conninfo = make_conninfo(conninfo, application_name="kairo-orch")
             connection = psycopg.connect(
-                self._url,
-                autocommit=True,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                application_name="kairo-orch",  # what pg_stat_activity shows of it
+                conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
             )
         except psycopg.Error as error:
             raise EnvironmentProblem(

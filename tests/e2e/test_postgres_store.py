@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def store_url() -> Iterator[str]:
+    """A schema of the test's own; its sessions are named after it (pg_stat_activity)."""
     with postgres.fresh_schema() as url:
-        yield url
+        yield f"{url}&application_name={url.rpartition('%3D')[2]}"
 
 
 @pytest.fixture
@@ -163,19 +164,23 @@ def test_two_repositories_sharing_one_store_each_see_their_own(
     assert other.run("clean", theirs).returncode == 0
 
 
-def test_a_supervisor_outlives_its_database_session_ended_under_it(on_postgres: Kairo) -> None:
+def test_a_supervisor_outlives_its_database_session_ended_under_it(
+    on_postgres: Kairo, store_url: str
+) -> None:
     plan = on_postgres.write_plan(
         "version: 1\nname: cut\nagent: {kind: shell, run: 'sleep 4; echo x > x.txt'}\n"
         "subtasks:\n  - id: x\n"
     )
     assert on_postgres.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(on_postgres) == 1)
-    # As a server restart, a failover or an idle-session reaper would: every session of
-    # kairo-orch ends (this test's supervisor is the only one connected now).
+    # As a server restart, a failover or an idle-session reaper would: the sessions of this
+    # test's store end (its supervisor's is the only one connected now).
+    schema = store_url.rpartition("application_name=")[2]
     with postgres.connect(postgres.BASE_URL) as admin:
         ended = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE application_name = 'kairo-orch' AND pid <> pg_backend_pid()"
+            " WHERE application_name = %s",
+            (schema,),
         ).fetchone()[0]
     assert ended >= 1
 

@@ -316,3 +316,17 @@ def test_clean_refuses_an_execution_that_has_not_ended(
     assert done.returncode == 4 and "has not ended" in done.stderr
     assert kairo.tmux_sessions()  # the agents' panes, which resume re-attaches, are still there
     assert kairo.run("resume", "--wait").returncode == 0
+
+
+def test_start_offers_the_interrupted_execution_even_if_the_plan_file_can_no_longer_run(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    start_then_kill_9(kairo, tmp_path / "runs")
+    execution_id = kairo.json("status")["execution_id"]
+    plan = kairo.repo.parent / "plan.yaml"  # now for an agent this machine lacks
+    plan.write_text("version: 1\nname: pair\nagent: {kind: aider}\nsubtasks:\n  - id: left\n")
+
+    again = kairo.run("start", str(plan), "--detach")
+
+    assert again.returncode == 4, again.stderr  # `resume` runs the plan its log holds
+    assert f"kairo-orch resume {execution_id[-6:].lower()}" in again.stderr

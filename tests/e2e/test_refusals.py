@@ -198,7 +198,7 @@ def test_an_agent_whose_program_is_missing_is_refused_at_start(kairo: Kairo, rep
 
 
 @pytest.mark.parametrize(
-    "command", ["status", "events", "verify", "report", "resume", "stop", "attach"]
+    "command", ["status", "events", "verify", "report", "resume", "stop", "attach", "clean"]
 )
 def test_looking_into_a_repository_that_never_ran_one_creates_nothing(
     kairo: Kairo, repo: Path, command: str

@@ -32,7 +32,7 @@ async def test_a_command_over_its_timeout_ends_with_its_children_and_says_so(
     assert time.monotonic() - began < 5
     assert result.exit_code == TIMED_OUT
     assert result.output == "so far so good\n\n[kairo] ended after its timeout of 0.5s\n"
-    assert not runs(int((tmp_path / "child.pid").read_text()))
+    assert ends(int((tmp_path / "child.pid").read_text()))
 
 
 async def test_what_a_command_started_ends_with_it_even_if_it_ignores_sigterm(
@@ -43,7 +43,18 @@ async def test_what_a_command_started_ends_with_it_even_if_it_ignores_sigterm(
     command = f"{sys.executable} -c '{stubborn}' & echo $! > child.pid; sleep 30"
     result = await run_shell(command, cwd=tmp_path, env=dict(os.environ), timeout_s=0.5)
     assert result.exit_code == TIMED_OUT
-    assert not runs(int((tmp_path / "child.pid").read_text()))
+    assert ends(int((tmp_path / "child.pid").read_text()))
+
+
+async def test_what_a_command_started_ends_with_it_when_its_caller_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(processes, "GRACE_S", 0.3)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
+    command = f"{sys.executable} -c '{stubborn}' & echo $! > child.pid; sleep 30"
+    with trio.move_on_after(0.7):
+        await run_shell(command, cwd=tmp_path, env=dict(os.environ), timeout_s=60)
+    assert ends(int((tmp_path / "child.pid").read_text()))
 
 
 async def test_a_stop_ends_a_command_under_way(tmp_path: Path) -> None:
@@ -67,6 +78,15 @@ def runs(pid: int) -> bool:
         return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
     except OSError:
         return False
+
+
+def ends(pid: int) -> bool:
+    """Whether `pid` stops running within a few seconds: a SIGKILL takes effect when the
+    process is next scheduled, not when kill() returns."""
+    deadline = time.monotonic() + 5
+    while runs(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not runs(pid)
 
 
 async def _set_after(event: trio.Event, seconds: float) -> None:

@@ -120,6 +120,14 @@ def test_a_password_in_the_query_is_not_shown_either(tmp_path: Path) -> None:
     assert "s3cret" not in caught.value.message
 
 
+def test_a_url_of_several_hosts_is_libpq_s_to_try_in_turn(tmp_path: Path) -> None:
+    with postgres.fresh_schema() as url:
+        several = url.replace("127.0.0.1:5432", "127.0.0.1:1,127.0.0.1:5432", 1)
+        assert several != url  # the first refuses; libpq goes on to the second
+        with open_store(several, git_common_dir=tmp_path) as store:
+            assert store.list_executions() == []
+
+
 def test_the_scheme_may_be_written_in_any_case(tmp_path: Path) -> None:
     with (
         postgres.fresh_schema() as url,
