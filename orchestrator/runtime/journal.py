@@ -103,10 +103,23 @@ class Journal:
             try:
                 await trio.to_thread.run_sync(update)
             except ConcurrentUpdate:
-                raise OwnershipError(
-                    f"execution {self.execution_id} was taken over by another supervisor",
-                    execution_id=self.execution_id,
-                ) from None
+                if release or not await self._own_write_went_unanswered():
+                    raise OwnershipError(
+                        f"execution {self.execution_id} was taken over by another supervisor",
+                        execution_id=self.execution_id,
+                    ) from None
+                await trio.to_thread.run_sync(update)
+
+    async def _own_write_went_unanswered(self) -> bool:
+        """Whether the row moved on only by a write of ours whose answer was lost (a
+        renewal the server committed as the connection dropped, tried again by
+        `keep_lease`): it still names this supervisor, whose token no other process has.
+        Then its version is taken as ours."""
+        row = await trio.to_thread.run_sync(self._store.get_execution, self.execution_id)
+        if row is None or row.owner != self.owner:
+            return False
+        self.version = row.version
+        return True
 
     async def keep_lease(self, status: str) -> None:
         """Run until cancelled: renew the lease well before it runs out. A renewal the store

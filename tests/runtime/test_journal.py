@@ -134,3 +134,39 @@ async def test_a_lease_renewal_the_store_failed_is_tried_again(
         row = store.get_execution("E1")
         assert store.failures == 0
         assert row is not None and (row.owner, row.version) == ("host:1", 1)
+
+
+class LostAnswerStore(SqliteStore):
+    """A store whose first row update commits, then fails as a connection cut before the
+    answer would: the writer cannot know it was done."""
+
+    lost = 1
+
+    def set_status(self, *args: Any, **kwargs: Any) -> Any:
+        row = super().set_status(*args, **kwargs)
+        if self.lost:
+            self.lost -= 1
+            raise EnvironmentProblem("the store at test failed: the connection was cut")
+        return row
+
+
+async def test_a_renewal_committed_whose_answer_was_lost_is_not_taken_for_a_takeover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(journal_module, "LEASE_RETRY_SECONDS", 0.05)
+    with LostAnswerStore(tmp_path / "kairo.db") as store:
+        created = run(start(plan(subtask("a"))), World()).created
+        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+        journal = Journal(store, read_state(store, "E1"), owner="host:1", version=0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(journal.keep_lease, "RUNNING")  # it would raise, taken over
+            with trio.fail_after(10):
+                while journal.version < 2:  # noqa: ASYNC110 - a renewal signals nothing
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        row = store.get_execution("E1")
+        assert row is not None and (row.owner, row.version) == ("host:1", journal.version)
+        store.set_status("E1", "RUNNING", owner="elsewhere:2")  # a real takeover still is one
+        with pytest.raises(OwnershipError, match="taken over"):
+            await journal.set_status("RUNNING")
