@@ -22,7 +22,7 @@ from orchestrator.errors import StoreSchemaError
 
 
 class Cursor(Protocol):
-    def execute(self, operation: str, parameters: Sequence[Any] = ..., /) -> object: ...
+    def execute(self, operation: str, parameters: Sequence[Any] = ..., /) -> Any: ...
 
     def fetchone(self) -> Any: ...
 
@@ -63,12 +63,50 @@ class Migration:
 
 
 _APPEND_ONLY = "SELECT RAISE(ABORT, 'kairo_execution_events is append-only')"
-# The text of each column is what was hashed (created_at and payload_json are kept as the
-# very strings sealed, not as timestamptz and jsonb, which would respell them).
 _PG_APPEND_ONLY = """CREATE FUNCTION kairo_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'kairo_execution_events is append-only' USING ERRCODE = 'restrict_violation';
 END $$"""
+
+
+def _tables(big_integer: str) -> tuple[str, ...]:
+    """Both tables and their indexes, the same on both backends but for the integers that
+    may pass 2**31 (SQLite's INTEGER is 64 bits; PostgreSQL's is 32). Text is kept as the
+    very strings sealed: `created_at` and `payload_json` are not timestamptz and jsonb,
+    which would respell what was hashed."""
+    return (
+        f"""CREATE TABLE kairo_executions (
+            execution_id     TEXT PRIMARY KEY,
+            plan_name        TEXT NOT NULL,
+            status           TEXT NOT NULL,
+            version          {big_integer} NOT NULL,
+            owner            TEXT,
+            lease_expires_at TEXT,
+            head_seq         {big_integer} NOT NULL,
+            head_hash        TEXT NOT NULL,
+            checkpoint_json  TEXT,
+            created_at       TEXT NOT NULL,
+            updated_at       TEXT NOT NULL
+        )""",
+        # list_executions: newest first.
+        "CREATE INDEX kairo_executions_by_created ON kairo_executions (created_at, execution_id)",
+        f"""CREATE TABLE kairo_execution_events (
+            execution_id   TEXT NOT NULL REFERENCES kairo_executions (execution_id),
+            seq            {big_integer} NOT NULL CHECK (seq >= 0),
+            event_id       TEXT NOT NULL UNIQUE,
+            event_type     TEXT NOT NULL,
+            schema_version INTEGER NOT NULL,
+            payload_json   TEXT NOT NULL,
+            event_hash     TEXT NOT NULL,
+            created_at     TEXT NOT NULL,
+            UNIQUE (execution_id, seq)
+        )""",
+        # The UNIQUE constraint's index already serves `execution_id = ? AND seq > ?
+        # ORDER BY seq`; this one serves looking events up by type (recovery).
+        "CREATE INDEX kairo_execution_events_by_type"
+        " ON kairo_execution_events (execution_id, event_type)",
+    )
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -76,71 +114,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "executions and their hash-chained, append-only event log",
         {
             "sqlite": (
-                """CREATE TABLE kairo_executions (
-                    execution_id     TEXT PRIMARY KEY,
-                    plan_name        TEXT NOT NULL,
-                    status           TEXT NOT NULL,
-                    version          INTEGER NOT NULL,
-                    owner            TEXT,
-                    lease_expires_at TEXT,
-                    head_seq         INTEGER NOT NULL,
-                    head_hash        TEXT NOT NULL,
-                    checkpoint_json  TEXT,
-                    created_at       TEXT NOT NULL,
-                    updated_at       TEXT NOT NULL
-                )""",
-                # list_executions: newest first.
-                "CREATE INDEX kairo_executions_by_created"
-                " ON kairo_executions (created_at, execution_id)",
-                """CREATE TABLE kairo_execution_events (
-                    execution_id   TEXT NOT NULL REFERENCES kairo_executions (execution_id),
-                    seq            INTEGER NOT NULL CHECK (seq >= 0),
-                    event_id       TEXT NOT NULL UNIQUE,
-                    event_type     TEXT NOT NULL,
-                    schema_version INTEGER NOT NULL,
-                    payload_json   TEXT NOT NULL,
-                    event_hash     TEXT NOT NULL,
-                    created_at     TEXT NOT NULL,
-                    UNIQUE (execution_id, seq)
-                )""",
-                # The UNIQUE constraint's index already serves `execution_id = ? AND seq > ?
-                # ORDER BY seq`; this one serves looking events up by type (recovery).
-                "CREATE INDEX kairo_execution_events_by_type"
-                " ON kairo_execution_events (execution_id, event_type)",
+                *_tables("INTEGER"),
                 "CREATE TRIGGER kairo_execution_events_no_update"
                 f" BEFORE UPDATE ON kairo_execution_events BEGIN {_APPEND_ONLY}; END",
                 "CREATE TRIGGER kairo_execution_events_no_delete"
                 f" BEFORE DELETE ON kairo_execution_events BEGIN {_APPEND_ONLY}; END",
             ),
             "postgresql": (
-                """CREATE TABLE kairo_executions (
-                    execution_id     TEXT PRIMARY KEY,
-                    plan_name        TEXT NOT NULL,
-                    status           TEXT NOT NULL,
-                    version          BIGINT NOT NULL,
-                    owner            TEXT,
-                    lease_expires_at TEXT,
-                    head_seq         BIGINT NOT NULL,
-                    head_hash        TEXT NOT NULL,
-                    checkpoint_json  TEXT,
-                    created_at       TEXT NOT NULL,
-                    updated_at       TEXT NOT NULL
-                )""",
-                "CREATE INDEX kairo_executions_by_created"
-                " ON kairo_executions (created_at, execution_id)",
-                """CREATE TABLE kairo_execution_events (
-                    execution_id   TEXT NOT NULL REFERENCES kairo_executions (execution_id),
-                    seq            BIGINT NOT NULL CHECK (seq >= 0),
-                    event_id       TEXT NOT NULL UNIQUE,
-                    event_type     TEXT NOT NULL,
-                    schema_version INTEGER NOT NULL,
-                    payload_json   TEXT NOT NULL,
-                    event_hash     TEXT NOT NULL,
-                    created_at     TEXT NOT NULL,
-                    UNIQUE (execution_id, seq)
-                )""",
-                "CREATE INDEX kairo_execution_events_by_type"
-                " ON kairo_execution_events (execution_id, event_type)",
+                *_tables("BIGINT"),
                 _PG_APPEND_ONLY,
                 "CREATE TRIGGER kairo_execution_events_no_change"
                 " BEFORE UPDATE OR DELETE ON kairo_execution_events"

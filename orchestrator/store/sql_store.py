@@ -14,6 +14,7 @@ connection may run two transactions at once.
 
 from __future__ import annotations
 
+import abc
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ from types import EllipsisType, TracebackType
 from typing import Any, ClassVar, Protocol, Self
 
 from orchestrator.errors import LogVerificationError, UsageError
-from orchestrator.store import chain
+from orchestrator.store import chain, migrations
 from orchestrator.store.base import (
     EMPTY_HEAD_HASH,
     EMPTY_HEAD_SEQ,
@@ -49,14 +50,11 @@ EVENT = "seq, event_id, event_type, schema_version, payload_json, event_hash, cr
 VERIFIED = "seq, event_type, schema_version, payload_json, event_hash, created_at"  # verify_rows
 
 
-class Cursor(Protocol):
-    """The part of a DB-API 2.0 cursor the store uses (sqlite3's and psycopg's)."""
-
-    def execute(self, operation: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+class Cursor(migrations.Cursor, Protocol):
+    """The part of a DB-API 2.0 cursor the store uses (sqlite3's and psycopg's): the
+    migration runner's, and more."""
 
     def executemany(self, operation: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
-
-    def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
 
@@ -73,7 +71,7 @@ def _is_json(text: Any) -> bool:
     return True
 
 
-class SqlStore:
+class SqlStore(abc.ABC):
     """`DurableExecutionStore` over SQL; a subclass opens the connection and says how."""
 
     #: What the driver raises when a constraint (a duplicate key) refuses a write.
@@ -89,19 +87,19 @@ class SqlStore:
 
     # --- what a backend provides -------------------------------------------------------
 
+    @abc.abstractmethod
     def _transaction(self, *, write: bool) -> AbstractContextManager[Cursor]:
         """One transaction under `self._lock`, committed when the body returns. A read is
         a transaction too, so that all its queries see one snapshot: verify must not see
         the head of one append and the events of another. Driver failures other than
         `integrity_errors` become EnvironmentProblem."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _stream(
         self, cursor: Cursor, operation: str, parameters: Sequence[Any]
     ) -> AbstractContextManager[Iterable[Any]]:
         """The rows of a long query, read lazily inside the current transaction, and let
         go of on leaving, however far they were read."""
-        raise NotImplementedError
 
     def _sql(self, operation: str) -> str:
         """`operation` with the driver's placeholder for each `?`."""
@@ -112,20 +110,21 @@ class SqlStore:
     def _timestamp(self) -> str:
         return format_timestamp(self._clock())
 
-    def _head(
-        self, cursor: Cursor, execution_id: str, *, lock: bool = False
-    ) -> tuple[int, int, str]:
-        cursor.execute(
-            self._sql(
-                "SELECT version, head_seq, head_hash FROM kairo_executions"
-                " WHERE execution_id = ?" + (self.lock_row if lock else "")
-            ),
-            (execution_id,),
-        )
+    def _execution(self, cursor: Cursor, query: str, execution_id: str) -> Any:
+        """The one row `query` (with one `?`, the id) finds, or UnknownExecution."""
+        cursor.execute(self._sql(query), (execution_id,))
         found = cursor.fetchone()
         if found is None:
             raise UnknownExecution(execution_id)
-        version, head_seq, head_hash = found
+        return found
+
+    def _head(
+        self, cursor: Cursor, execution_id: str, *, lock: bool = False
+    ) -> tuple[int, int, str]:
+        query = "SELECT version, head_seq, head_hash FROM kairo_executions WHERE execution_id = ?"
+        version, head_seq, head_hash = self._execution(
+            cursor, query + (self.lock_row if lock else ""), execution_id
+        )
         return version, head_seq, head_hash
 
     def _head_to_extend(self, cursor: Cursor, execution_id: str) -> tuple[int, int, str]:
@@ -135,19 +134,13 @@ class SqlStore:
         a log that would fail verification. One query with the head's (an indexed probe):
         each query is a round trip to a PostgreSQL server.
         """
-        cursor.execute(
-            self._sql(
-                "SELECT version, head_seq, head_hash, EXISTS (SELECT 1 FROM"
-                " kairo_execution_events e WHERE e.execution_id = x.execution_id"
-                " AND e.seq > x.head_seq) FROM kairo_executions x WHERE x.execution_id = ?"
-                + self.lock_row
-            ),
-            (execution_id,),
+        version, head_seq, head_hash, past_head = self._execution(
+            cursor,
+            "SELECT version, head_seq, head_hash, EXISTS (SELECT 1 FROM kairo_execution_events e"
+            " WHERE e.execution_id = x.execution_id AND e.seq > x.head_seq)"
+            " FROM kairo_executions x WHERE x.execution_id = ?" + self.lock_row,
+            execution_id,
         )
-        found = cursor.fetchone()
-        if found is None:
-            raise UnknownExecution(execution_id)
-        version, head_seq, head_hash, past_head = found
         if past_head:
             raise LogVerificationError(
                 f"the event log of {execution_id} fails verification at seq {head_seq + 1}:"
@@ -300,14 +293,8 @@ class SqlStore:
             )
 
     def _row(self, cursor: Cursor, execution_id: str) -> ExecutionRow:
-        cursor.execute(
-            self._sql(f"SELECT {ROW} FROM kairo_executions WHERE execution_id = ?"),
-            (execution_id,),
-        )
-        found = cursor.fetchone()
-        if found is None:
-            raise UnknownExecution(execution_id)
-        return ExecutionRow(*found)
+        query = f"SELECT {ROW} FROM kairo_executions WHERE execution_id = ?"
+        return ExecutionRow(*self._execution(cursor, query, execution_id))
 
     def get_execution(self, execution_id: str) -> ExecutionRow | None:
         try:
@@ -372,8 +359,8 @@ class SqlStore:
             with self._stream(cursor, self._sql(query + " ORDER BY seq"), (execution_id,)) as rows:
                 return chain.verify_rows(execution_id, rows, head_seq, head_hash)
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def close(self) -> None: ...
 
     def __enter__(self) -> Self:
         return self

@@ -104,6 +104,25 @@ async def test_a_stale_version_loses_ownership(recorded: Recorded) -> None:
         await journal.append([ev.SupervisorStarted(pid=1, host="host")])
 
 
+async def lease_kept_until(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch, *, version: int
+) -> Journal:
+    """A journal of a new execution "E1" of `store`, owned by host:1, that kept its lease
+    (beats 50 ms apart) until the row reached `version`; `keep_lease` raising fails it."""
+    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(journal_module, "LEASE_RETRY_SECONDS", 0.05)
+    created = run(start(plan(subtask("a"))), World()).created
+    store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+    journal = Journal(store, read_state(store, "E1"), owner="host:1", version=0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(journal.keep_lease, "RUNNING")
+        with trio.fail_after(10):
+            while journal.version < version:  # noqa: ASYNC110 - a renewal signals nothing
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    return journal
+
+
 class FlakyStore(SqliteStore):
     """A store whose first `failures` row updates fail as a server restarting would."""
 
@@ -119,18 +138,8 @@ class FlakyStore(SqliteStore):
 async def test_a_lease_renewal_the_store_failed_is_tried_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
-    monkeypatch.setattr(journal_module, "LEASE_RETRY_SECONDS", 0.05)
     with FlakyStore(tmp_path / "kairo.db") as store:
-        created = run(start(plan(subtask("a"))), World()).created
-        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
-        journal = Journal(store, read_state(store, "E1"), owner="host:1", version=0)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(journal.keep_lease, "RUNNING")  # it would raise if not kept
-            with trio.fail_after(10):
-                while journal.version == 0:  # noqa: ASYNC110 - a renewal signals nothing
-                    await trio.sleep(0.01)
-            nursery.cancel_scope.cancel()
+        await lease_kept_until(store, monkeypatch, version=1)
         row = store.get_execution("E1")
         assert store.failures == 0
         assert row is not None and (row.owner, row.version) == ("host:1", 1)
@@ -153,18 +162,8 @@ class LostAnswerStore(SqliteStore):
 async def test_a_renewal_committed_whose_answer_was_lost_is_not_taken_for_a_takeover(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
-    monkeypatch.setattr(journal_module, "LEASE_RETRY_SECONDS", 0.05)
     with LostAnswerStore(tmp_path / "kairo.db") as store:
-        created = run(start(plan(subtask("a"))), World()).created
-        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
-        journal = Journal(store, read_state(store, "E1"), owner="host:1", version=0)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(journal.keep_lease, "RUNNING")  # it would raise, taken over
-            with trio.fail_after(10):
-                while journal.version < 2:  # noqa: ASYNC110 - a renewal signals nothing
-                    await trio.sleep(0.01)
-            nursery.cancel_scope.cancel()
+        journal = await lease_kept_until(store, monkeypatch, version=2)
         row = store.get_execution("E1")
         assert row is not None and (row.owner, row.version) == ("host:1", journal.version)
         store.set_status("E1", "RUNNING", owner="elsewhere:2")  # a real takeover still is one

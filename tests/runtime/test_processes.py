@@ -15,6 +15,11 @@ from orchestrator.runtime.processes import STOPPED, TIMED_OUT, run_shell
 
 # Says something, leaves a child of its own behind in its group, and waits.
 HANGS = "echo so far so good; sleep 30 & echo $! > child.pid; sleep 30"
+# The same, with a child that ignores SIGTERM.
+_IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
+)
+STUBBORN = f"{sys.executable} -c '{_IGNORES_SIGTERM}' & echo $! > child.pid; sleep 30"
 
 
 async def test_a_command_gives_its_status_and_all_it_printed(tmp_path: Path) -> None:
@@ -39,9 +44,7 @@ async def test_what_a_command_started_ends_with_it_even_if_it_ignores_sigterm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(processes, "GRACE_S", 0.3)
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
-    command = f"{sys.executable} -c '{stubborn}' & echo $! > child.pid; sleep 30"
-    result = await run_shell(command, cwd=tmp_path, env=dict(os.environ), timeout_s=0.5)
+    result = await run_shell(STUBBORN, cwd=tmp_path, env=dict(os.environ), timeout_s=0.5)
     assert result.exit_code == TIMED_OUT
     assert ends(int((tmp_path / "child.pid").read_text()))
 
@@ -50,10 +53,8 @@ async def test_what_a_command_started_ends_with_it_when_its_caller_gives_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(processes, "GRACE_S", 0.3)
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
-    command = f"{sys.executable} -c '{stubborn}' & echo $! > child.pid; sleep 30"
     with trio.move_on_after(0.7):
-        await run_shell(command, cwd=tmp_path, env=dict(os.environ), timeout_s=60)
+        await run_shell(STUBBORN, cwd=tmp_path, env=dict(os.environ), timeout_s=60)
     assert ends(int((tmp_path / "child.pid").read_text()))
 
 

@@ -8,6 +8,7 @@ Raw SQL is written as for sqlite3 (`?` and `:name`) and rewritten for psycopg.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -25,7 +26,7 @@ class Raw(Protocol):
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ..., /) -> Any: ...
 
 
-class Backend:
+class Backend(abc.ABC):
     name: str
     integrity_error: type[Exception]
 
@@ -37,14 +38,14 @@ class Backend:
         self._opened.append(self._open())
         return self._opened[-1]
 
-    def _open(self) -> SqlStore:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _open(self) -> SqlStore: ...
 
-    def raw(self) -> AbstractContextManager[Raw]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def raw(self) -> AbstractContextManager[Raw]: ...
 
-    def tampering(self) -> AbstractContextManager[Raw]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def tampering(self) -> AbstractContextManager[Raw]: ...
 
     def close(self) -> None:
         for store in self._opened:
