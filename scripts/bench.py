@@ -851,7 +851,8 @@ def _merge_template(lab: Lab, sizes: Sizes) -> tuple[Path, list[str]]:
 
 def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
     """`orchestrator.git.merge.merge_branch` of every branch in turn into an integration
-    branch (merge-tree, commit-tree, update-ref: no checkout), against `git checkout` +
+    branch, as the supervisor calls it (merge-tree, commit-tree, update-ref: no checkout;
+    the first merge also reads the branch with for-each-ref), against `git checkout` +
     `git merge --no-ff` of each in one worktree of the integration branch."""
     import trio
 
@@ -873,6 +874,7 @@ def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
                 source_commit=heads[branch],
                 message=f"kairo: merge {branch}\n\nKairo-Subtask: {branch}\n",
                 identity=identity,
+                git_common_dir=repo / ".git",
             )
             assert isinstance(outcome, Merged) and not outcome.already_merged, outcome
         return time.perf_counter() - t0

@@ -22,6 +22,8 @@ class DiffStat:
     deletions: int
     #: git's own summary, e.g. "3 files changed, 10 insertions(+), 2 deletions(-)".
     text: str
+    #: Every path the change touches, a rename's both paths, in git's (byte) order.
+    paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,32 +54,37 @@ def _ls_tree_args(commit: str) -> tuple[str, ...]:
     return ("ls-tree", "-r", "--full-tree", "--name-only", "-z", "--end-of-options", commit)
 
 
-async def changed_paths(cwd: Path, base: str, head: str) -> list[str]:
-    """Paths that differ between `base` and `head`; a rename lists both of its paths."""
-    result = await git(
-        "diff", "--name-only", "-z", "--no-renames", *_DIFF_OPTIONS, base, head, "--", cwd=cwd
-    )
-    return _nul_fields(result.stdout)
-
-
 async def diffstat(cwd: Path, base: str, head: str) -> DiffStat:
-    """Size of the change from `base` to `head`; a detected rename counts as one file.
+    """What changed from `base` to `head`, in one git process: the paths, and the size of
+    the change, where a detected rename counts as one file.
 
     Binary files count as changed files with no line counts, as in `git diff --stat`.
     """
-    numstat = await git("diff", "--numstat", "-z", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd)
+    result = await git(
+        "diff", "--numstat", "--shortstat", "-z", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd
+    )
+    # NUL-ended numstat records, then the shortstat line (none when nothing changed).
+    fields = result.stdout.split("\0")
     files = insertions = deletions = 0
-    fields = numstat.stdout.split("\0")
+    paths: list[str] = []
     i = 0
-    while i < len(fields) and fields[i]:
+    while i < len(fields) - 1:
         added, deleted, path = fields[i].split("\t", 2)
         # A rename is "added<TAB>deleted<TAB>" followed by two fields: old and new path.
+        paths += fields[i + 1 : i + 3] if path == "" else [path]
         i += 3 if path == "" else 1
         files += 1
         insertions += int(added) if added != "-" else 0
         deletions += int(deleted) if deleted != "-" else 0
-    short = await git("diff", "--shortstat", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd)
-    return DiffStat(files, insertions, deletions, short.stdout.strip())
+    summary = fields[-1].strip()
+    return DiffStat(
+        files, insertions, deletions, summary, tuple(sorted(set(paths), key=_git_order))
+    )
+
+
+def _git_order(path: str) -> bytes:
+    # git sorts paths by their bytes; str order differs only for undecodable ones.
+    return path.encode("utf-8", "surrogateescape")
 
 
 async def commits_between(cwd: Path, base: str, head: str) -> list[CommitSummary]:

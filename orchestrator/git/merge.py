@@ -4,9 +4,8 @@
 clean result becomes a two-parent commit (`commit-tree`) and the integration ref moves
 by compare-and-swap (`update-ref NEW OLD`). No index, working tree or HEAD is involved,
 so merging never touches the user's checkout, and it is faster than merging in a
-checked-out worktree (scripts/bench.py merge_32, 32 merges on a loaded 2-core machine:
-0.30 s, safety checks included, four git processes each, against 0.82 s). A conflicted
-merge moves no ref; it only leaves unreachable objects for `git gc`.
+checked-out worktree (scripts/bench.py merge_32). A conflicted merge moves no ref; it only
+leaves unreachable objects for `git gc`.
 
 Output of `merge-tree --write-tree -z --messages` on git 2.38/2.39, as parsed here:
 
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import StepFailed, UsageError
+from orchestrator.git.loose_refs import plain_tip
 from orchestrator.git.refs import (
     is_ancestor,
     is_full_oid,
@@ -143,35 +143,25 @@ async def merge_branch(
     source_commit: str,
     message: str,
     identity: Identity,
+    git_common_dir: Path | None = None,
 ) -> MergeOutcome:
     """Merge `source_commit` into `target_ref` (always a merge commit, never fast-forward).
 
     Conflicted leaves `target_ref` exactly where it was. If the target moves while the
     merge is computed, `StepFailed` is raised and the ref keeps the other writer's value.
 
-    Four git processes for a merge of a commit oid: for-each-ref (the target's tip, tree
-    and worktree), merge-tree, commit-tree and update-ref; a source given by name is
-    resolved by one more. `merge-base --is-ancestor` runs only when the merged tree is
-    the target's.
+    Three git processes for a merge of a commit oid onto a tip this process merged before
+    (the supervisor's every merge but its first): merge-tree, commit-tree and update-ref.
+    Otherwise, or without the repository's `git_common_dir`, the target is read by a
+    for-each-ref first; a source given by name is resolved by one more. `merge-base
+    --is-ancestor` runs only when the merged tree is the target's.
     """
     branch = target_ref.removeprefix("refs/heads/")
     if not target_ref.startswith("refs/heads/"):
         raise ValueError(
             f"target_ref must be a full branch ref (refs/heads/...), got {target_ref!r}"
         )
-    tips = await read_refs(repo_root, (target_ref,))
-    target = tips.get(target_ref)
-    if target is not None and target.worktree is not None:
-        # Moving a checked-out branch behind its worktree's back would make the whole
-        # merge look like staged changes, undone, in that checkout: the user's, maybe.
-        raise StepFailed(
-            f"refusing to merge into {branch!r}: it is checked out at {target.worktree}",
-            branch=branch,
-        )
-    if target is None or target.type != "commit":
-        # Both come from the supervisor, not the user: a missing one is a failed step.
-        raise StepFailed(_missing(repo_root, target_ref), branch=branch)
-    previous = target.oid
+    previous, previous_tree = await _target_tip(repo_root, git_common_dir, target_ref)
     if is_full_oid(source_commit):
         # An oid never moves: merge-tree and commit-tree may each read it, and a missing
         # one fails merge-tree (below). The supervisor always merges a recorded oid.
@@ -205,7 +195,7 @@ async def merge_branch(
     # A source the target already contains merges to the target's own tree; so does one
     # whose changes the target already has by other commits, which still gets its merge
     # commit (a later merge of it must find it contained). Any other tree needs no check.
-    if tree == target.tree and await is_ancestor(repo_root, source, previous):
+    if tree == previous_tree and await is_ancestor(repo_root, source, previous):
         return Merged(previous, previous, tree, already_merged=True)
 
     commit = await git(
@@ -224,4 +214,57 @@ async def merge_branch(
     )
     merge_commit = commit.stdout.strip()
     await update_ref(repo_root, target_ref, merge_commit, previous)
+    _TREES.remember(merge_commit, tree)
     return Merged(merge_commit, previous, tree)
+
+
+class _CommitTrees:
+    """Commit oid -> its tree oid, for the last commits merged into or written by a merge.
+
+    A commit's tree never changes, so an entry can be forgotten but never go stale."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._trees: dict[str, str] = {}
+
+    def get(self, commit: str) -> str | None:
+        return self._trees.get(commit)
+
+    def remember(self, commit: str, tree: str) -> None:
+        self._trees[commit] = tree
+        while len(self._trees) > self._size:
+            del self._trees[next(iter(self._trees))]  # the oldest: dicts keep their order
+
+
+_TREES = _CommitTrees(size=64)
+
+
+async def _target_tip(
+    repo_root: Path, git_common_dir: Path | None, target_ref: str
+) -> tuple[str, str]:
+    """The commit the target branch points at, and its tree; `StepFailed` when the
+    branch is missing or checked out in a worktree.
+
+    From the branch's own file when a merge of this process left it there (so its tree is
+    known); otherwise from git."""
+    import trio  # here: `start` and `validate` import this module but run no trio loop
+
+    if git_common_dir is not None:
+        tip = await trio.to_thread.run_sync(plain_tip, git_common_dir, target_ref)
+        tree = _TREES.get(tip) if tip is not None else None
+        if tip is not None and tree is not None:
+            return tip, tree
+    branch = target_ref.removeprefix("refs/heads/")
+    target = (await read_refs(repo_root, (target_ref,))).get(target_ref)
+    if target is not None and target.worktree is not None:
+        # Moving a checked-out branch behind its worktree's back would make the whole
+        # merge look like staged changes, undone, in that checkout: the user's, maybe.
+        raise StepFailed(
+            f"refusing to merge into {branch!r}: it is checked out at {target.worktree}",
+            branch=branch,
+        )
+    if target is None or target.type != "commit":
+        # Both come from the supervisor, not the user: a missing one is a failed step.
+        raise StepFailed(_missing(repo_root, target_ref), branch=branch)
+    _TREES.remember(target.oid, target.tree)
+    return target.oid, target.tree

@@ -118,6 +118,7 @@ async def run_supervisor(
         await _open_session(tmux, created.tmux_session, execution_id, paths, store_url)
         edges = Edges(
             repo_root=paths.toplevel,
+            git_common_dir=paths.git_common_dir,
             workspaces=LocalWorktreeProvider(paths),
             tmux=tmux,
             identity=await Identity.for_repo(paths.toplevel),

@@ -21,6 +21,7 @@ class Edges:
     """Everything at the edge that a supervisor of one execution talks to."""
 
     repo_root: Path
+    git_common_dir: Path
     workspaces: WorkspaceProvider
     tmux: TmuxServer
     identity: Identity

@@ -12,7 +12,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
-from orchestrator.git.history import changed_paths, diffstat
+from orchestrator.git.history import diffstat
 from orchestrator.git.merge import Conflicted, merge_branch
 from orchestrator.git.refs import branch_ref, rev_parse, update_ref
 from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
@@ -29,7 +29,6 @@ async def merge_subtask(
     assert view.head_commit is not None and view.start_commit is not None
     spec = state.spec(sid)
     # Read before the merge is written: a failure here leaves the integration branch as it was.
-    paths = await changed_paths(edges.repo_root, view.start_commit, view.head_commit)
     stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
     outcome = await merge_branch(
         edges.repo_root,
@@ -40,6 +39,7 @@ async def merge_subtask(
             f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
         ),
         identity=edges.identity,
+        git_common_dir=edges.git_common_dir,
     )
     if isinstance(outcome, Conflicted):
         return [
@@ -63,7 +63,7 @@ async def merge_subtask(
             merge_commit=outcome.merge_commit,
             previous_commit=outcome.previous_commit,
             head_commit=view.head_commit,
-            changed_paths=tuple(paths),
+            changed_paths=stat.paths,
             diffstat=stat.text,
             insertions=stat.insertions,
             deletions=stat.deletions,

@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from orchestrator.errors import StepFailed
+from orchestrator.git import merge as merge_module
 from orchestrator.git.commit import commit_all
 from orchestrator.git.merge import (
     Conflicted,
@@ -57,8 +58,14 @@ async def integration(repo: Path) -> str:
 
 
 async def merge(repo: Path, source: str, message: str = "merge") -> Merged | Conflicted:
+    """A merge as the supervisor makes it: told where the repository's git files are."""
     return await merge_branch(
-        repo, target_ref=TARGET, source_commit=source, message=message, identity=IDENTITY
+        repo,
+        target_ref=TARGET,
+        source_commit=source,
+        message=message,
+        identity=IDENTITY,
+        git_common_dir=repo / ".git",
     )
 
 
@@ -271,31 +278,98 @@ async def test_a_named_source_is_the_commit_rev_parse_names(
         assert parents.stdout.split() == [outcome.merge_commit, integration, head], name
 
 
-async def test_a_merge_runs_four_git_processes(
+class GitCommands:
+    """The git subcommands run while it is installed, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        run_process = trio.run_process
+
+        async def counting(argv: list[str], **kwargs: Any) -> Any:
+            self.names.append(argv[3])  # after git -c core.hooksPath=/dev/null
+            return await run_process(argv, **kwargs)
+
+        monkeypatch.setattr(trio, "run_process", counting)
+
+    def taken(self) -> list[str]:
+        names, self.names = self.names, []
+        return names
+
+
+MERGE = ["merge-tree", "commit-tree", "update-ref"]
+
+
+@pytest.fixture
+def no_tree_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process whose merges have seen no commit yet: the tests' repositories are made
+    alike, so an earlier test's commits have the same oids."""
+    monkeypatch.setattr(merge_module, "_TREES", merge_module._CommitTrees(size=64))
+
+
+@pytest.mark.usefixtures("no_tree_known")
+async def test_a_merge_onto_its_own_last_merge_runs_three_git_processes(
     repo: Path, subtasks: Subtasks, integration: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = await subtasks.branch("a", {"a.txt": "a\n"})
-    b = await subtasks.branch("b", {"b.txt": "b\n"})
-    commands: list[str] = []
-    run_process = trio.run_process
-
-    async def counting(argv: list[str], **kwargs: Any) -> Any:
-        commands.append(argv[3])  # after git -c core.hooksPath=/dev/null
-        return await run_process(argv, **kwargs)
-
-    monkeypatch.setattr(trio, "run_process", counting)
-    await merge(repo, a)
-    steps = ["for-each-ref", "merge-tree", "commit-tree", "update-ref"]
-    assert commands == steps
-    commands.clear()
-    await merge(repo, "kairo/b")  # a name costs one rev-parse
-    assert commands == ["for-each-ref", "rev-parse", *steps[1:]]
-    commands.clear()
-    assert isinstance(await merge(repo, b), Merged)
-    commands.clear()
-    outcome = await merge(repo, b)
+    heads = [await subtasks.branch(f"s{i}", {f"f{i}.txt": f"{i}\n"}) for i in range(3)]
+    commands = GitCommands(monkeypatch)
+    await merge(repo, heads[0])
+    assert commands.taken() == ["for-each-ref", *MERGE]  # the first: its tree is not known
+    await merge(repo, heads[1])
+    assert commands.taken() == MERGE
+    await merge(repo, "kairo/s2")  # a name costs one rev-parse
+    assert commands.taken() == ["rev-parse", *MERGE]
+    outcome = await merge(repo, heads[2])
     assert isinstance(outcome, Merged) and outcome.already_merged
-    assert commands == ["for-each-ref", "merge-tree", "merge-base"]
+    assert commands.taken() == ["merge-tree", "merge-base"]
+    # Without the git directory, or where the branch is not a loose ref, git is asked.
+    await update_ref(repo, TARGET, integration, await rev_parse(repo, TARGET))
+    commands.taken()
+    await merge_branch(
+        repo, target_ref=TARGET, source_commit=heads[0], message="m", identity=IDENTITY
+    )
+    assert commands.taken() == ["for-each-ref", *MERGE]
+    await git("pack-refs", "--all", cwd=repo)
+    commands.taken()
+    await merge(repo, heads[1])
+    assert commands.taken() == ["for-each-ref", *MERGE]
+
+
+async def test_a_tip_moved_by_someone_else_is_merged_onto(
+    repo: Path, subtasks: Subtasks, integration: str
+) -> None:
+    a, b, c = [await subtasks.branch(n, {f"{n}.txt": f"{n}\n"}) for n in "abc"]
+    first = await merge(repo, a)
+    assert isinstance(first, Merged)
+    # The user commits onto the integration branch between two merges: a tip no merge of
+    # this process wrote, read from git.
+    await git("branch", "-f", "kairo/integration", b, cwd=repo)
+    second = await merge(repo, c)
+    assert isinstance(second, Merged) and second.previous_commit == b
+    # ...or moves it back to a commit a merge wrote: its tree is known, and still right.
+    await git("branch", "-f", "kairo/integration", first.merge_commit, cwd=repo)
+    third = await merge(repo, c)
+    assert isinstance(third, Merged) and third.previous_commit == first.merge_commit
+    assert third.tree == await integration_tree(repo, TARGET)
+    again = await merge(repo, a)
+    assert isinstance(again, Merged) and again.already_merged
+
+
+@pytest.mark.parametrize("where", ["the main worktree", "a linked worktree"])
+async def test_a_target_checked_out_after_a_merge_is_refused(
+    repo: Path, subtasks: Subtasks, integration: str, worktree_root: Path, where: str
+) -> None:
+    a, b = [await subtasks.branch(n, {f"{n}.txt": f"{n}\n"}) for n in "ab"]
+    assert isinstance(await merge(repo, a), Merged)
+    tip = await rev_parse(repo, TARGET)
+    if where == "the main worktree":
+        await git("switch", "--quiet", "kairo/integration", cwd=repo)
+        checkout = repo
+    else:
+        checkout = worktree_root / "user"
+        await git("worktree", "add", "--quiet", str(checkout), "kairo/integration", cwd=repo)
+    with pytest.raises(StepFailed, match=f"checked out at {checkout}"):
+        await merge(repo, b)
+    assert await rev_parse(repo, TARGET) == tip
 
 
 # The parser on output captured from git 2.39 (see merge.py for the format).

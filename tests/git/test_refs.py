@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import StepFailed, UsageError
-from orchestrator.git.history import changed_paths, commits_between, diffstat, tracked_files
+from orchestrator.git.history import DiffStat, commits_between, diffstat, tracked_files
 from orchestrator.git.refs import (
     branch_exists,
     create_branch,
@@ -92,7 +92,7 @@ async def test_tracked_files_lists_the_whole_tree_from_a_subdirectory(repo: Path
     ]
 
 
-async def test_changed_paths_diffstat_and_commits_between(repo: Path) -> None:
+async def test_diffstat_and_commits_between(repo: Path) -> None:
     base = await rev_parse(repo, "HEAD")
     run(repo, "mv", "docs/guide.md", "docs/manual.md")
     run(repo, "commit", "--quiet", "-m", "rename guide")
@@ -102,10 +102,8 @@ async def test_changed_paths_diffstat_and_commits_between(repo: Path) -> None:
     run(repo, "commit", "--quiet", "-m", "edit util")
     head = await rev_parse(repo, "HEAD")
 
-    paths = await changed_paths(repo, base, head)
-    assert sorted(paths) == ["data.bin", "docs/guide.md", "docs/manual.md", "src/util.py"]
-
     stat = await diffstat(repo, base, head)
+    assert stat.paths == ("data.bin", "docs/guide.md", "docs/manual.md", "src/util.py")
     # The rename counts once; util.py: 1 line changed, 8 removed; binary has no counts.
     assert (stat.files, stat.insertions, stat.deletions) == (3, 1, 9)
     assert stat.text == "3 files changed, 1 insertion(+), 9 deletions(-)"
@@ -115,3 +113,21 @@ async def test_changed_paths_diffstat_and_commits_between(repo: Path) -> None:
     assert commits[-1].oid == head
     assert str(commits[-1]) == f"{head[:12]} edit util"
     assert await commits_between(repo, head, head) == []
+
+
+async def test_diffstat_lists_odd_paths_in_git_order_once_each(repo: Path) -> None:
+    base = await rev_parse(repo, "HEAD")
+    assert await diffstat(repo, base, base) == DiffStat(0, 0, 0, "", ())
+    # A rename whose old path gets a new file: both paths once; names git would quote.
+    run(repo, "mv", "docs/guide.md", "docs/manual.md")
+    write(repo / "docs" / "guide.md", "a new guide\n")
+    for name in ("with space.txt", "tab\there.txt", "line\nbreak.txt", "é.txt", "z.txt"):
+        write(repo / name, f"{name}\n")
+    run(repo, "add", "-A")
+    run(repo, "commit", "--quiet", "-m", "odd names")
+    head = await rev_parse(repo, "HEAD")
+    listed = run(repo, "diff", "--name-only", "-z", "--no-renames", base, head)
+    stat = await diffstat(repo, base, head)
+    assert stat.paths == tuple(p for p in listed.split("\0") if p)
+    assert "line\nbreak.txt" in stat.paths and stat.paths.index("z.txt") < stat.paths.index("é.txt")
+    assert stat.files == 7
