@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from orchestrator.errors import StepFailed, UsageError
+from orchestrator.git import spare_worktrees
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
 from orchestrator.git.spare_worktrees import spare_root
@@ -173,6 +174,8 @@ async def test_a_git_killed_inside_its_move_leaves_a_spare_git_still_knows(
 ) -> None:
     provider = LocalWorktreeProvider(repo)
     made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    # A worktree git must move (one locked since, say, or of git 2.48's relative paths).
+    monkeypatch.setattr(spare_worktrees, "_move_by_hand", lambda *_: False)
     # The user's Ctrl-C reaches git too: this one dies after its rename, before it
     # rewrites its record (exit 130), while kairo-orch goes on.
     shim = tmp_path / "bin"
@@ -310,3 +313,35 @@ async def test_a_spare_that_cannot_be_switched_gives_way_to_a_new_worktree(
     assert (second.path / "vendor" / "lib" / "x").read_text() == "tracked here\n"
     assert run(second.path, "symbolic-ref", "HEAD").strip() == "refs/heads/kairo/s2"
     assert spares(repo) == [] and sorted(listed(repo)) == sorted([str(repo), str(second.path)])
+
+
+async def test_a_spare_is_moved_by_hand_as_git_would_move_it(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = await with_one_spare(repo, worktree_root)
+    [spare] = spares(repo)
+    admin = Path(run(spare, "rev-parse", "--absolute-git-dir").strip())
+    path = worktree_root / "s2"
+    made = await provider.create("s2", "kairo/s2", "main", path)
+    # The record git keeps, as `git worktree move` writes it (and as it wrote it when it
+    # moved a worktree in: git's own move of another one below).
+    assert (admin / "gitdir").read_text() == f"{path.resolve()}/.git\n"
+    other = await provider.create("s3", "kairo/s3", "main", worktree_root / "s3")
+    run(repo, "worktree", "move", str(other.path), str(worktree_root / "moved"))
+    theirs = Path(run(worktree_root / "moved", "rev-parse", "--absolute-git-dir").strip())
+    assert (theirs / "gitdir").read_text() == f"{(worktree_root / 'moved').resolve()}/.git\n"
+    run(repo, "worktree", "prune")
+    assert str(made.path) in listed(repo)
+    assert run(repo, "worktree", "repair") == ""  # nothing for git to put right
+    assert not (repo / ".git" / "kairo" / "worktree-move").exists()
+
+
+async def test_a_locked_spare_is_left_to_git_which_leaves_it_alone(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = await with_one_spare(repo, worktree_root)
+    [spare] = spares(repo)
+    run(repo, "worktree", "lock", "--reason", "the user's", str(spare))
+    made = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    assert run(made.path, "status", "--porcelain") == "" and (made.path / "README.md").is_file()
+    assert spares(repo) == [spare] and str(spare) in listed(repo)
