@@ -116,6 +116,8 @@ class TmuxServer:
         )
         self._packing.pop(name, None)
         pane_id = (await self._run(argv)).strip()
+        # A new session has no agents window: its first panes need not ask tmux where to go.
+        self._packing[name] = Packing(None, 1)
         log.info("tmux_session_created", session=name, pane_id=pane_id)
         return pane_id
 

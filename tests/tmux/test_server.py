@@ -164,6 +164,18 @@ async def test_panes_asked_for_at_once_open_in_one_tmux_call(
     assert ref.window_id == last.window_id
 
 
+async def test_the_server_that_made_the_session_opens_its_first_panes_without_asking(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    tmux_bin, calls = _counting_tmux(tmp_path)
+    counted = TmuxServer(tmux.socket_name, tmux_bin=tmux_bin)
+    await _session(counted, tmp_path)
+    await _open_at_once(counted, tmp_path, 5)
+
+    assert calls.read_text().splitlines() == ["new-session -d -s", "new-window -d -t"]
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 4), ("agents-2", 1)]
+
+
 async def test_panes_a_chained_call_could_not_open_are_opened_one_by_one(
     tmux: TmuxServer, tmp_path: Path
 ) -> None:
