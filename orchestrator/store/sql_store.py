@@ -142,12 +142,7 @@ class SqlStore(abc.ABC):
             execution_id,
         )
         if past_head:
-            raise LogVerificationError(
-                f"the event log of {execution_id} fails verification at seq {head_seq + 1}:"
-                f" it has events past its head at seq {head_seq}",
-                execution_id=execution_id,
-                bad_seq=head_seq + 1,
-            )
+            raise _past_head(execution_id, head_seq)
         return version, head_seq, head_hash
 
     def _insert(
@@ -227,26 +222,36 @@ class SqlStore(abc.ABC):
         owner: str | None = None,
     ) -> list[StoredEvent]:
         prepared = [chain.prepare(event) for event in events]  # the slow part, before locking
-        with self._transaction(write=True) as cursor:
-            version, head_seq, head_hash = self._head_to_extend(cursor, execution_id)
-            if expected_version is not None and expected_version != version:
-                raise ConcurrentUpdate(execution_id, expected=expected_version, found=version)
-            now = self._timestamp()
-            sealed = chain.seal(
-                execution_id, head_seq, head_hash, prepared, created_at=now, new_id=new_ulid
-            )
-            self._insert(cursor, execution_id, sealed, prepared)
-            if sealed:
-                head_seq, head_hash = sealed[-1].seq, sealed[-1].event_hash
-            # The transaction already excludes other writers; the WHERE restates the lock.
-            cursor.execute(
-                self._sql(
-                    "UPDATE kairo_executions SET head_seq = ?, head_hash = ?,"
-                    " version = version + 1, updated_at = ?, status = COALESCE(?, status),"
-                    " owner = COALESCE(?, owner) WHERE execution_id = ? AND version = ?"
-                ),
-                (head_seq, head_hash, now, status, owner, execution_id, version),
-            )
+        extending = EMPTY_HEAD_SEQ
+        try:
+            with self._transaction(write=True) as cursor:
+                version, head_seq, head_hash = self._head_to_extend(cursor, execution_id)
+                if expected_version is not None and expected_version != version:
+                    raise ConcurrentUpdate(execution_id, expected=expected_version, found=version)
+                extending = head_seq
+                now = self._timestamp()
+                sealed = chain.seal(
+                    execution_id, head_seq, head_hash, prepared, created_at=now, new_id=new_ulid
+                )
+                self._insert(cursor, execution_id, sealed, prepared)
+                if sealed:
+                    head_seq, head_hash = sealed[-1].seq, sealed[-1].event_hash
+                # The transaction already excludes other writers; the WHERE restates the lock.
+                cursor.execute(
+                    self._sql(
+                        "UPDATE kairo_executions SET head_seq = ?, head_hash = ?,"
+                        " version = version + 1, updated_at = ?, status = COALESCE(?, status),"
+                        " owner = COALESCE(?, owner) WHERE execution_id = ? AND version = ?"
+                    ),
+                    (head_seq, head_hash, now, status, owner, execution_id, version),
+                )
+        # An append's events have new ids, so only a row at one of their seqs collides: one
+        # written past the head behind the store's back. In PostgreSQL the probe above may
+        # not show it, if its writer committed while this one waited for the row's lock (the
+        # probe reads the statement's snapshot); the insert's unique seq still refuses it.
+        # Around the whole transaction: a pipelined write hears of it only as it commits.
+        except self.integrity_errors:
+            raise _past_head(execution_id, extending) from None
         return sealed
 
     def set_status(
@@ -372,3 +377,13 @@ class SqlStore(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _past_head(execution_id: str, head_seq: int) -> LogVerificationError:
+    """Events past the head: what verify would refuse, at the seq after the head."""
+    return LogVerificationError(
+        f"the event log of {execution_id} fails verification at seq {head_seq + 1}:"
+        f" it has events past its head at seq {head_seq}",
+        execution_id=execution_id,
+        bad_seq=head_seq + 1,
+    )

@@ -87,6 +87,44 @@ def test_an_append_is_all_or_nothing(store: SqlStore, backend: Backend) -> None:
     assert [e.event_id for e in store.read_events(EID)][1:] == ["stray"]
 
 
+# What takes a store's write lock on one execution, in each backend's own words.
+HOLD_THE_LOCK = {
+    "sqlite": ["BEGIN IMMEDIATE"],
+    "postgresql": ["BEGIN", "SELECT 1 FROM kairo_executions WHERE execution_id = ? FOR UPDATE"],
+}
+
+
+def test_a_row_written_past_the_head_while_an_append_waits_is_refused(
+    store: SqlStore, backend: Backend
+) -> None:
+    store.create_execution(EID, "p", "RUNNING", events("a"))
+    before = store.get_execution(EID)
+    outcome: list[object] = []
+
+    def append() -> None:
+        try:
+            outcome.append(store.append(EID, events("b")))
+        except Exception as error:  # what it raised is what is checked
+            outcome.append(error)
+
+    with backend.raw() as connection:
+        for statement in HOLD_THE_LOCK[backend.name]:
+            connection.execute(statement, (EID,) if "?" in statement else ())
+        waiting = threading.Thread(target=append)
+        waiting.start()
+        waiting.join(0.3)  # it waits for the lock (or, late, finds the row: the same refusal)
+        connection.execute(
+            "INSERT INTO kairo_execution_events VALUES (?, 1, 'stray', 't', 1, '{}', 'h', 'now')",
+            (EID,),
+        )
+        connection.execute("COMMIT")
+    waiting.join()
+    [error] = outcome
+    assert isinstance(error, LogVerificationError), error
+    assert error.bad_seq == 1 and error.exit_code == 3
+    assert store.get_execution(EID) == before
+
+
 def test_a_stale_version_is_refused(backend: Backend) -> None:
     mine, theirs = backend.open(), backend.open()
     mine.create_execution(EID, "p", "RUNNING", events("a"))
