@@ -851,8 +851,9 @@ def _merge_template(lab: Lab, sizes: Sizes) -> tuple[Path, list[str]]:
 
 def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
     """`orchestrator.git.merge.merge_branch` of every branch in turn into an integration
-    branch, as the supervisor calls it (merge-tree, commit-tree, update-ref: no checkout;
-    the first merge also reads the branch with for-each-ref), against `git checkout` +
+    branch, as the supervisor calls it (merge-tree, commit-tree, update-ref: no checkout; a
+    supervisor's first merge also reads the branch with for-each-ref, here only the first
+    run's, the process remembering main's tree after it), against `git checkout` +
     `git merge --no-ff` of each in one worktree of the integration branch."""
     import trio
 

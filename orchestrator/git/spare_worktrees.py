@@ -26,10 +26,10 @@ worktree's `.git` file) to point at the new place. That is one trip to a worker 
 where git's move was a process and four such trips, under the lock every create of a
 fan-out queues on; git's moves came one every ~15 ms there, and the 16 spares of a warm
 fan-out are now all in place 0.17 s after scheduling instead of 0.28 s
-(scripts/fanout_timeline.py, medians of 5). A worktree that is locked, holds submodules,
-names its administrative directory by a relative path (git 2.48's
-`worktree.useRelativePaths`) or whose record does not point back at it is left to `git
-worktree move`, which refuses it or handles it as git does.
+(scripts/fanout_timeline.py, medians of 5). A worktree that is locked, holds a
+submodule's repository, names its administrative directory by a relative path (git
+2.48's `worktree.useRelativePaths`) or whose record does not point back at it is left to
+`git worktree move`, which refuses it or handles it as git does.
 
 Neither way is atomic: a kill between the rename and the rewrite leaves the worktree at its
 new place with git looking for it at the old one, and the next `worktree prune` would
@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -84,7 +85,7 @@ def _same_file_system(a: Path, b: Path) -> bool:
 
 async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
     """Move a spare to `path` (absent or an empty directory; its parent exists); False if
-    there is none to move. A spare that cannot be moved is removed, the next one tried."""
+    there is none to move. A spare git fails to move is removed, the next one tried."""
     for spare in await trio.to_thread.run_sync(_spares_for, root, path):
         try:
             await _move(repo_root, root, spare, path)
@@ -97,10 +98,18 @@ async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
 
 def _spares_for(root: Path, path: Path) -> list[Path]:
     """The spares that may move to `path`: on its file system (a move elsewhere would be a
-    copy). An empty directory at `path` is removed first: `worktree move` into an existing
-    directory would move the spare inside it, as mv does."""
+    copy), and not locked since they were put aside (git moves no locked worktree, nor
+    removes one, and the lock is its user's to lift). An empty directory at `path` is
+    removed first: a move into an existing directory would put the spare inside it."""
     _remove_empty_directory(path)
-    return _spares(root) if _same_file_system(root, path.parent) else []
+    if not _same_file_system(root, path.parent):
+        return []
+    return [spare for spare in _spares(root) if not _locked(spare)]
+
+
+def _locked(worktree: Path) -> bool:
+    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
+    return pointer is not None and (pointer / "locked").exists()
 
 
 async def switch_spare(path: Path, branch: str, *, create_at: str | None = None) -> None:
@@ -204,7 +213,8 @@ def _move_by_hand(journal: Path, source: Path, target: Path) -> bool:
     _write_journal(journal, source, target)
     source.rename(target)
     staged = record.with_name(record.name + ".kairo.tmp")
-    staged.write_text(f"{target.resolve()}/.git\n", encoding="utf-8")  # as git writes it
+    # As git writes it: the real path of the worktree's .git file, in the path's own bytes.
+    staged.write_bytes(os.fsencode(target.resolve()) + b"/.git\n")
     staged.replace(record)  # git reads it whole or not at all
     journal.unlink(missing_ok=True)
     return True
@@ -212,24 +222,32 @@ def _move_by_hand(journal: Path, source: Path, target: Path) -> bool:
 
 def _record_pointing_back(worktree: Path) -> Path | None:
     """The `gitdir` file of the worktree's administrative directory, when the worktree is
-    one that may be moved by hand: its `.git` file names that directory by an absolute
-    path, that directory's record names this worktree, and it is neither locked nor holds
-    submodules (which git refuses to move)."""
+    one that may be moved by hand: its `.git` file and that record name each other by
+    absolute paths, and it is not locked and holds no submodule's repository (git refuses
+    to move either)."""
+    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
+    if pointer is None:
+        return None
+    if (pointer / "locked").exists() or (pointer / "modules").exists():
+        return None
+    record = pointer / "gitdir"
+    recorded = _read_path(record)
+    if recorded is None or recorded.resolve() != (worktree / ".git").resolve():
+        return None
+    return record
+
+
+def _read_path(file: Path, *, prefix: bytes = b"") -> Path | None:
+    """The absolute path `file` holds after `prefix`, in the file system's own bytes; None
+    for anything else (a relative path is git 2.48's `worktree.useRelativePaths`)."""
     try:
-        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+        text = file.read_bytes().rstrip(b"\n")
+    except OSError:
         return None
-    admin = Path(pointer.removeprefix("gitdir: "))
-    if not pointer.startswith("gitdir: ") or not admin.is_absolute():
+    if not text.startswith(prefix):
         return None
-    if (admin / "locked").exists() or (admin / "modules").exists():
-        return None
-    record = admin / "gitdir"
-    try:
-        recorded = record.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return record if Path(recorded).resolve() == (worktree / ".git").resolve() else None
+    path = Path(os.fsdecode(text.removeprefix(prefix)))
+    return path if path.is_absolute() else None
 
 
 async def finish_interrupted_move(repo_root: Path, root: Path) -> None:

@@ -187,6 +187,13 @@ class PostgresStore(SqlStore):
             streamed.execute(operation, parameters)
             yield streamed
 
+    def _collides_on_seq(self, error: Exception) -> bool:
+        # The name PostgreSQL gives migration 1's UNIQUE (execution_id, seq).
+        return (
+            isinstance(error, pg_errors.UniqueViolation)
+            and error.diag.constraint_name == "kairo_execution_events_execution_id_seq_key"
+        )
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

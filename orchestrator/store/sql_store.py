@@ -245,13 +245,15 @@ class SqlStore(abc.ABC):
                     ),
                     (head_seq, head_hash, now, status, owner, execution_id, version),
                 )
-        # An append's events have new ids, so only a row at one of their seqs collides: one
-        # written past the head behind the store's back. In PostgreSQL the probe above may
-        # not show it, if its writer committed while this one waited for the row's lock (the
-        # probe reads the statement's snapshot); the insert's unique seq still refuses it.
-        # Around the whole transaction: a pipelined write hears of it only as it commits.
-        except self.integrity_errors:
-            raise _past_head(execution_id, extending) from None
+        # A seq taken already is a row written past the head behind the store's back. In
+        # PostgreSQL the probe above may not show it, if its writer committed while this
+        # one waited for the row's lock (the probe reads the statement's snapshot); the
+        # insert's unique seq still refuses it. Around the whole transaction: a pipelined
+        # write hears of it only as it commits.
+        except self.integrity_errors as error:
+            if not self._collides_on_seq(error):
+                raise  # a bug, not the log
+            raise _past_head(execution_id, extending) from error
         return sealed
 
     def set_status(
@@ -363,6 +365,10 @@ class SqlStore(abc.ABC):
             query = f"SELECT {VERIFIED} FROM kairo_execution_events WHERE execution_id = ?"
             with self._stream(cursor, self._sql(query + " ORDER BY seq"), (execution_id,)) as rows:
                 return chain.verify_rows(execution_id, rows, head_seq, head_hash)
+
+    @abc.abstractmethod
+    def _collides_on_seq(self, error: Exception) -> bool:
+        """Whether an integrity error is an event's seq taken already in its execution."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

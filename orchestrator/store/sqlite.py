@@ -95,6 +95,9 @@ class SqliteStore(SqlStore):
     ) -> Iterator[Iterable[Any]]:
         yield cursor.execute(operation, parameters)  # a sqlite3 cursor reads lazily
 
+    def _collides_on_seq(self, error: Exception) -> bool:
+        return "kairo_execution_events.seq" in str(error)  # "UNIQUE constraint failed: ..."
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -341,7 +341,7 @@ async def test_a_tip_moved_by_someone_else_is_merged_onto(
     first = await merge(repo, a)
     assert isinstance(first, Merged)
     # The user commits onto the integration branch between two merges: a tip no merge of
-    # this process wrote, read from git.
+    # this process wrote.
     await git("branch", "-f", "kairo/integration", b, cwd=repo)
     second = await merge(repo, c)
     assert isinstance(second, Merged) and second.previous_commit == b
@@ -354,16 +354,25 @@ async def test_a_tip_moved_by_someone_else_is_merged_onto(
     assert isinstance(again, Merged) and again.already_merged
 
 
-@pytest.mark.parametrize("where", ["the main worktree", "a linked worktree"])
+@pytest.mark.parametrize(
+    "where",
+    ["the main worktree", "a linked worktree", "a symlinked HEAD", "HEAD through another ref"],
+)
 async def test_a_target_checked_out_after_a_merge_is_refused(
     repo: Path, subtasks: Subtasks, integration: str, worktree_root: Path, where: str
 ) -> None:
     a, b = [await subtasks.branch(n, {f"{n}.txt": f"{n}\n"}) for n in "ab"]
     assert isinstance(await merge(repo, a), Merged)
     tip = await rev_parse(repo, TARGET)
+    checkout = repo
     if where == "the main worktree":
         await git("switch", "--quiet", "kairo/integration", cwd=repo)
-        checkout = repo
+    elif where == "a symlinked HEAD":  # as git writes it with core.preferSymlinkRefs
+        await git("-c", "core.preferSymlinkRefs=true", "symbolic-ref", "HEAD", TARGET, cwd=repo)
+        assert (repo / ".git" / "HEAD").is_symlink()
+    elif where == "HEAD through another ref":
+        await git("symbolic-ref", "refs/heads/alias", TARGET, cwd=repo)
+        await git("symbolic-ref", "HEAD", "refs/heads/alias", cwd=repo)
     else:
         checkout = worktree_root / "user"
         await git("worktree", "add", "--quiet", str(checkout), "kairo/integration", cwd=repo)

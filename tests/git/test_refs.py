@@ -14,6 +14,7 @@ from orchestrator.git.refs import (
     rev_parse,
     update_ref,
 )
+from orchestrator.git.repo import git
 from tests.git.conftest import run, write
 
 
@@ -121,13 +122,23 @@ async def test_diffstat_lists_odd_paths_in_git_order_once_each(repo: Path) -> No
     # A rename whose old path gets a new file: both paths once; names git would quote.
     run(repo, "mv", "docs/guide.md", "docs/manual.md")
     write(repo / "docs" / "guide.md", "a new guide\n")
-    for name in ("with space.txt", "tab\there.txt", "line\nbreak.txt", "é.txt", "z.txt"):
-        write(repo / name, f"{name}\n")
+    # "\udcff" is the byte 0xff, which is no UTF-8: it sorts after "\ue000" (0xee 0x80
+    # 0x80) as bytes, as git sorts, and before it as text.
+    odd = (
+        "with space.txt",
+        "tab\there.txt",
+        "line\nbreak.txt",
+        "z.txt",
+        "\udcff.txt",
+        "\ue000.txt",
+    )
+    for name in odd:
+        (repo / name).write_bytes(b"odd\n")
     run(repo, "add", "-A")
     run(repo, "commit", "--quiet", "-m", "odd names")
     head = await rev_parse(repo, "HEAD")
-    listed = run(repo, "diff", "--name-only", "-z", "--no-renames", base, head)
+    listed = await git("diff", "--name-only", "-z", "--no-renames", base, head, cwd=repo)
     stat = await diffstat(repo, base, head)
-    assert stat.paths == tuple(p for p in listed.split("\0") if p)
-    assert "line\nbreak.txt" in stat.paths and stat.paths.index("z.txt") < stat.paths.index("é.txt")
-    assert stat.files == 7
+    assert stat.paths == tuple(p for p in listed.stdout.split("\0") if p)
+    assert stat.paths.index("\ue000.txt") < stat.paths.index("\udcff.txt")
+    assert "line\nbreak.txt" in stat.paths and stat.files == 8

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -13,6 +14,7 @@ import trio
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git import spare_worktrees
 from orchestrator.git.refs import rev_parse
+from orchestrator.git.repo import git
 from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
 from orchestrator.git.spare_worktrees import spare_root
 from orchestrator.git.workspace import LocalWorktreeProvider
@@ -316,27 +318,40 @@ async def test_a_spare_that_cannot_be_switched_gives_way_to_a_new_worktree(
 
 
 async def test_a_spare_is_moved_by_hand_as_git_would_move_it(
-    repo: Path, worktree_root: Path
+    repo: Path, worktree_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     provider = await with_one_spare(repo, worktree_root)
     [spare] = spares(repo)
     admin = Path(run(spare, "rev-parse", "--absolute-git-dir").strip())
+    ran: list[str] = []
+    run_process = trio.run_process
+
+    async def recording(argv: list[str], **kwargs: Any) -> Any:
+        ran.append(" ".join(argv[3:5]))  # after git -c core.hooksPath=/dev/null
+        return await run_process(argv, **kwargs)
+
+    monkeypatch.setattr(trio, "run_process", recording)
     path = worktree_root / "s2"
     made = await provider.create("s2", "kairo/s2", "main", path)
-    # The record git keeps, as `git worktree move` writes it (and as it wrote it when it
-    # moved a worktree in: git's own move of another one below).
-    assert (admin / "gitdir").read_text() == f"{path.resolve()}/.git\n"
+    monkeypatch.undo()
+    assert "worktree move" not in ran and "switch --quiet" in ran
+    # The record git keeps, as `git worktree move` writes it (git's own move of another
+    # worktree below writes the same).
+    assert (admin / "gitdir").read_bytes() == f"{path.resolve()}/.git\n".encode()
     other = await provider.create("s3", "kairo/s3", "main", worktree_root / "s3")
     run(repo, "worktree", "move", str(other.path), str(worktree_root / "moved"))
     theirs = Path(run(worktree_root / "moved", "rev-parse", "--absolute-git-dir").strip())
-    assert (theirs / "gitdir").read_text() == f"{(worktree_root / 'moved').resolve()}/.git\n"
+    assert (
+        theirs / "gitdir"
+    ).read_bytes() == f"{(worktree_root / 'moved').resolve()}/.git\n".encode()
     run(repo, "worktree", "prune")
     assert str(made.path) in listed(repo)
-    assert run(repo, "worktree", "repair") == ""  # nothing for git to put right
+    repair = await git("worktree", "repair", cwd=repo)
+    assert (repair.stdout, repair.stderr) == ("", "")  # nothing for git to put right
     assert not (repo / ".git" / "kairo" / "worktree-move").exists()
 
 
-async def test_a_locked_spare_is_left_to_git_which_leaves_it_alone(
+async def test_a_spare_locked_since_it_was_put_aside_is_left_alone(
     repo: Path, worktree_root: Path
 ) -> None:
     provider = await with_one_spare(repo, worktree_root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -94,6 +95,22 @@ HOLD_THE_LOCK = {
 }
 
 
+def waits_for_the_lock(backend: Backend, waiting: threading.Thread) -> None:
+    """Until the append waits for the lock: PostgreSQL says when a session does; a SQLite
+    writer waits in its busy handler, which nothing shows, so it gets a moment to start."""
+    if backend.name != "postgresql":
+        waiting.join(0.3)
+        return
+    deadline = time.monotonic() + 10
+    with backend.raw() as connection:
+        while time.monotonic() < deadline:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            if connection.execute(query).fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the append never waited for the execution's lock")
+
+
 def test_a_row_written_past_the_head_while_an_append_waits_is_refused(
     store: SqlStore, backend: Backend
 ) -> None:
@@ -112,7 +129,7 @@ def test_a_row_written_past_the_head_while_an_append_waits_is_refused(
             connection.execute(statement, (EID,) if "?" in statement else ())
         waiting = threading.Thread(target=append)
         waiting.start()
-        waiting.join(0.3)  # it waits for the lock (or, late, finds the row: the same refusal)
+        waits_for_the_lock(backend, waiting)
         connection.execute(
             "INSERT INTO kairo_execution_events VALUES (?, 1, 'stray', 't', 1, '{}', 'h', 'now')",
             (EID,),
