@@ -253,9 +253,12 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             )
             return _update(state, sid, head_commit=head)
         case ev.VerifyFinished(subtask_id=sid):
+            judged = state.subtask(sid).attempts[-1].judged
             state = _update_attempt(
                 state, sid, verify_exit_code=event.exit_code, verify_output_tail=event.output_tail
             )
+            if judged:  # a check `stop --now` cut, its attempt judged stopped meanwhile
+                return state
             return _update(state, sid, state="verifying")
         case ev.AttemptJudged(subtask_id=sid, accepted=accepted, reason=reason):
             state = _update_attempt(
@@ -327,13 +330,26 @@ def _stop_requested(state: ExecutionState, event: ev.StopRequested) -> Execution
     state = replace(state, stop="now")
     for view in state.subtasks.values():
         attempt = view.current_attempt
-        if view.state not in ACTIVE or attempt is None or attempt.exited or attempt.finished:
+        if view.state not in ACTIVE or attempt is None or attempt.finished:
             continue
         if attempt.stopped_by is not None:
             continue  # a constraint is stopping it already, for a reason of its own
-        reason = f"stopped: {event.source} stopped the execution while attempt {attempt.number} ran"
+        stopped = f"stopped: {event.source} stopped the execution"
+        if not attempt.exited:
+            reason = f"{stopped} while attempt {attempt.number} ran"
+        elif _check_to_come(state.spec(view.id), attempt):
+            # The check is cut (processes.py ends it) or never starts: its exit status
+            # would be the stop's, not a verdict on the work, nor feedback for an agent.
+            reason = f"{stopped} before attempt {attempt.number}'s check finished"
+        else:
+            continue
         state = _update_attempt(state, view.id, stopped_by=reason, cut_by_stop=True)
     return state
+
+
+def _check_to_come(spec: ResolvedSubtask, attempt: AttemptView) -> bool:
+    """Whether the attempt's agent exited cleanly and its `verify` has not said yet."""
+    return spec.verify is not None and attempt.exit_code == 0 and attempt.verify_exit_code is None
 
 
 def _violated(state: ExecutionState, event: ev.ConstraintViolated) -> ExecutionState:

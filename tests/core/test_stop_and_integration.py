@@ -177,6 +177,47 @@ def test_stop_now_kills_the_running_attempt_and_ends_its_subtask_stopped() -> No
     assert final.ended == "STOPPED"
 
 
+def checking(state: ExecutionState) -> bool:
+    return any(isinstance(c, cmd.RunVerify) for c in decide(state).commands)
+
+
+def exited(state: ExecutionState) -> bool:
+    attempts = state.subtask("a").attempts
+    return bool(attempts) and attempts[-1].exited
+
+
+def test_stop_now_while_a_check_runs_ends_the_subtask_stopped_not_failed() -> None:
+    world = CheckedWorld()
+    state = drive_until(start(plan(subtask("a", verify="pytest -q"))), world, checking)
+    state = feed(state, [ev.StopRequested(mode="now", source="kairo-orch stop --now")])
+    # Judged at once: the check's status will be the stop's, not a verdict on the work.
+    [judged] = decide(state).events
+    assert isinstance(judged, ev.AttemptJudged) and judged.final and not judged.accepted
+    assert not judged.feedback
+    state = feed(state, [judged])
+    # The check, ended by the stop (processes.py), reports after: recorded, nothing more.
+    cut = ev.VerifyFinished(subtask_id="a", attempt=1, exit_code=143, output_tail="[kairo] ...")
+    final = run(feed(state, [cut]), world)
+    view = final.subtask("a")
+    assert view.state == "stopped" and len(view.attempts) == 1
+    assert view.reason == (
+        "stopped: kairo-orch stop --now stopped the execution before attempt 1's check finished"
+    )
+    assert view.attempts[0].verify_exit_code == 143
+    assert final.ended == "STOPPED"
+
+
+def test_stop_now_before_a_check_starts_starts_no_check() -> None:
+    world = CheckedWorld()
+    p = plan(subtask("a", verify="pytest -q"))
+    state = drive_until(start(p), world, exited)
+    state = feed(state, [ev.StopRequested(mode="now", source="kairo-orch stop --now")])
+    final = run(state, world)
+    assert final.subtask("a").state == "stopped"
+    assert final.subtask("a").attempts[0].verify_exit_code is None  # never ran
+    assert final.ended == "STOPPED"
+
+
 def test_a_stop_after_everything_merged_still_completes() -> None:
     world = CheckedWorld()
     state = drive_until(start(plan(subtask("a"))), world, lambda s: s.merged == ("a",))

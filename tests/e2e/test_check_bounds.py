@@ -86,4 +86,5 @@ def test_stop_now_ends_a_check_under_way(kairo: Kairo) -> None:
     assert kairo.json("status")["status"] == "STOPPED"
     view = kairo.json("status")["subtasks"][0]
     assert view["state"] == "stopped", view
+    assert view["reason"].endswith("stopped the execution before attempt 1's check finished")
     assert processes_with(marker) == []
