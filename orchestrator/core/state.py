@@ -313,14 +313,24 @@ def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> Execu
     sid = event.subtask_id
     check = state.plan.integration_verify
     branch = state.subtask(sid).branch
-    reason = (
-        f"integration_verify_failed: `{check}` exited with status {event.exit_code} on the "
-        f"integration branch after {sid} merged; the merge was undone, and its work stays "
-        f"on {branch}"
-    )
+    undone = f"the merge was undone, and its work stays on {branch}"
+    if state.stop == "now":
+        # `stop --now` ends the check (processes.py) or keeps it from starting: its status
+        # is the stop's, no verdict on the merge, which goes back all the same.
+        outcome: SubtaskStateName = "stopped"
+        reason = (
+            f"stopped: the execution was stopped before the check of {sid}'s merge "
+            f"finished; {undone}"
+        )
+    else:
+        outcome = "failed"
+        reason = (
+            f"integration_verify_failed: `{check}` exited with status {event.exit_code} on the "
+            f"integration branch after {sid} merged; {undone}"
+        )
     state = replace(state, integration_head=event.restored_commit)
     return _update(
-        state, sid, state="failed", reason=reason, merge=None, integration_output=event.output_tail
+        state, sid, state=outcome, reason=reason, merge=None, integration_output=event.output_tail
     )
 
 

@@ -44,7 +44,10 @@ async def run_shell(
     stop: trio.Event | None = None,
 ) -> ShellResult:
     """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
-    TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which."""
+    TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which. With `stop`
+    set already, nothing is started."""
+    if stop is not None and stop.is_set():
+        return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
     stopped = False
     completed: subprocess.CompletedProcess[bytes] | None = None
     group: list[int] = []  # the process group, once known

@@ -218,6 +218,21 @@ def test_stop_now_before_a_check_starts_starts_no_check() -> None:
     assert final.ended == "STOPPED"
 
 
+def test_stop_now_while_a_merge_is_checked_undoes_it_and_ends_the_subtask_stopped() -> None:
+    world = CheckedWorld(broken_by=("a",))  # the check, cut, exits non-zero
+    checked = checked_plan("a", "b")
+    state = drive_until(start(checked), world, lambda s: s.subtask("a").checking_integration)
+    state = feed(state, [ev.StopRequested(mode="now", source="kairo-orch stop --now")])
+    final = run(state, world)
+    view = final.subtask("a")
+    assert view.state == "stopped" and view.merge is None
+    assert view.reason == (
+        "stopped: the execution was stopped before the check of a's merge finished; "
+        "the merge was undone, and its work stays on b/a"
+    )
+    assert final.ended == "STOPPED"
+
+
 def test_a_stop_after_everything_merged_still_completes() -> None:
     world = CheckedWorld()
     state = drive_until(start(plan(subtask("a"))), world, lambda s: s.merged == ("a",))

@@ -67,6 +67,14 @@ async def test_a_stop_ends_a_command_under_way(tmp_path: Path) -> None:
     assert result.output.endswith("\n[kairo] ended by kairo-orch stop --now\n")
 
 
+async def test_a_command_asked_for_after_a_stop_is_not_started(tmp_path: Path) -> None:
+    stop = trio.Event()
+    stop.set()
+    result = await run_shell("touch ran", cwd=tmp_path, env=dict(os.environ), stop=stop)
+    assert result.exit_code == STOPPED and "stop --now came first" in result.output
+    assert not (tmp_path / "ran").exists()
+
+
 async def test_a_command_that_ends_in_time_is_not_touched(tmp_path: Path) -> None:
     result = await run_shell("exit 0", cwd=tmp_path, env={}, timeout_s=30, stop=trio.Event())
     assert (result.exit_code, result.output) == (0, "")
