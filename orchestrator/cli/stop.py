@@ -20,7 +20,8 @@ from orchestrator.cli.launch import EXIT_FAILED, already_ended, launch, wait_unt
 from orchestrator.cli.options import common_options
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
-from orchestrator.core.state import ACTIVE, ExecutionState
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import ACTIVE
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.ownership import local_owner_pid, owner_alive, owner_token
 from orchestrator.runtime.stopping import GRACEFUL_SIGNALS, NOW_SIGNAL

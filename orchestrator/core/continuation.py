@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.core.plan import ResolvedSubtask
-from orchestrator.core.state import AttemptView
+from orchestrator.core.views import AttemptView
 
 TAIL_LINES = 30
 

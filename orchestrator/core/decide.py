@@ -39,7 +39,8 @@ from orchestrator.core.constraints import (
 from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
-from orchestrator.core.state import ACTIVE, TERMINAL, AttemptView, ExecutionState, SubtaskView
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
 
 
 def decide(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.core.state import AttemptView, SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 MAX_COMMITS = 20
 

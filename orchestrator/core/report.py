@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core.dag import merge_order
-from orchestrator.core.state import ExecutionState, SubtaskView
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import SubtaskView
 
 
 def build_report(state: ExecutionState, status: str) -> dict[str, Any]:

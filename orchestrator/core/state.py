@@ -13,114 +13,14 @@ from typing import Literal
 
 from orchestrator.core import events as ev
 from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
-
-SubtaskStateName = Literal[
-    "pending",
-    "preparing",
-    "running",
-    "verifying",
-    "succeeded",
-    "merged",
-    "conflicted",
-    "failed",
-    "skipped",
-    "stopped",
-]
-ExecutionStatus = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
-
-# States after which nothing more happens to a subtask in this execution.
-TERMINAL: frozenset[SubtaskStateName] = frozenset(
-    {"merged", "conflicted", "failed", "skipped", "stopped"}
+from orchestrator.core.views import (
+    ACTIVE,
+    AttemptView,
+    SubtaskStateName,
+    SubtaskView,
 )
-# States that hold one of the `max_parallel` places.
-ACTIVE: frozenset[SubtaskStateName] = frozenset({"preparing", "running", "verifying"})
 
-
-@dataclass(frozen=True)
-class AttemptView:
-    number: int
-    idempotency_key: str
-    run_dir: str
-    start_commit: str
-    pane_id: str | None = None  # None until the pane is known to be open
-    started_at: float | None = None  # unix time its runner started, for its timeout
-    interrupted: bool = False
-    recovery_ref: str | None = None
-    stopped_by: str | None = None  # the constraint's or the stop's reason, when one cut it
-    cut_by_stop: bool = False  # `stop --now` killed it: the subtask ends stopped, not failed
-    tree: str = ""
-    exit_code: int | None = None
-    output_tail: str = ""
-    tokens: int = 0
-    cost_usd: float = 0.0
-    session_id: str | None = None
-    resumed_session: str | None = None  # the earlier session this attempt continued
-    result: str | None = None  # the agent program's own word on how its run ended
-    is_error: bool = False
-    head_commit: str | None = None
-    changed: bool | None = None
-    verify_exit_code: int | None = None
-    verify_output_tail: str = ""
-    accepted: bool | None = None
-    reason: str | None = None
-    feedback: str = ""  # what the next attempt is told
-
-    @property
-    def exited(self) -> bool:
-        return self.exit_code is not None
-
-    @property
-    def committed(self) -> bool:
-        return self.head_commit is not None
-
-    @property
-    def judged(self) -> bool:
-        return self.accepted is not None
-
-    @property
-    def finished(self) -> bool:
-        """Nothing more will happen to this attempt: judged, or cut short by a crash."""
-        return self.judged or self.interrupted
-
-
-@dataclass(frozen=True)
-class SubtaskView:
-    id: str
-    state: SubtaskStateName = "pending"
-    branch: str | None = None
-    worktree: str | None = None
-    start_commit: str | None = None
-    head_commit: str | None = None
-    attempts: tuple[AttemptView, ...] = ()
-    reason: str | None = None
-    conflicts: tuple[ev.Conflict, ...] = ()
-    merge: ev.SubtaskMerged | None = None
-    succeeded_at_seq: int | None = None
-    skipped_for: str | None = None  # the dependency whose failure skipped it
-    copied: tuple[str, ...] = ()  # files its worktree's setup copied in
-    integration_output: str = ""  # the tail of a failed integration_verify after its merge
-
-    @property
-    def checking_integration(self) -> bool:
-        """Merged into the integration branch, with `integration_verify` still to pass."""
-        return self.state == "verifying" and self.merge is not None
-
-    @property
-    def current_attempt(self) -> AttemptView | None:
-        return self.attempts[-1] if self.attempts else None
-
-    @property
-    def tokens(self) -> int:
-        return sum(attempt.tokens for attempt in self.attempts)
-
-    @property
-    def cost_usd(self) -> float:
-        return round(sum(attempt.cost_usd for attempt in self.attempts), 6)
-
-    @property
-    def session_id(self) -> str | None:
-        """The agent's last conversation, which a nudge or a re-run resumes."""
-        return next((a.session_id for a in reversed(self.attempts) if a.session_id), None)
+ExecutionStatus = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ import trio
 
 from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
-from orchestrator.core.state import ACTIVE, ExecutionState, SubtaskView
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import ACTIVE, SubtaskView
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
 from orchestrator.git.repo import git
 from orchestrator.runtime.attempts import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from orchestrator.core.earlier_attempts import MAX_COMMITS, earlier_attempts_section
-from orchestrator.core.state import AttemptView, SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def attempt(number: int, **fields: object) -> AttemptView:
