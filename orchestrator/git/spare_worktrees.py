@@ -108,8 +108,8 @@ def _spares_for(root: Path, path: Path) -> list[Path]:
 
 
 def _locked(worktree: Path) -> bool:
-    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
-    return pointer is not None and (pointer / "locked").exists()
+    admin = _administrative_directory(worktree)
+    return admin is not None and (admin / "locked").exists()
 
 
 async def switch_spare(path: Path, branch: str, *, create_at: str | None = None) -> None:
@@ -156,14 +156,8 @@ _NOT_PLAIN = (
 def _plain_administrative_directory(path: Path) -> bool:
     """Whether the worktree's own directory under .git/worktrees/ holds none of the state
     a switch would carry over to the next agent."""
-    try:
-        pointer = (path / ".git").read_text(encoding="utf-8").strip()
-    except OSError:
-        return False
-    if not pointer.startswith("gitdir: "):
-        return False
-    admin = (path / pointer.removeprefix("gitdir: ")).resolve()
-    return not any((admin / name).exists() for name in _NOT_PLAIN)
+    admin = _administrative_directory(path)
+    return admin is not None and not any((admin / name).exists() for name in _NOT_PLAIN)
 
 
 async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bool:
@@ -223,31 +217,33 @@ def _move_by_hand(journal: Path, source: Path, target: Path) -> bool:
 def _record_pointing_back(worktree: Path) -> Path | None:
     """The `gitdir` file of the worktree's administrative directory, when the worktree is
     one that may be moved by hand: its `.git` file and that record name each other by
-    absolute paths, and it is not locked and holds no submodule's repository (git refuses
-    to move either)."""
+    absolute paths (a relative one is git 2.48's `worktree.useRelativePaths`), and it is
+    not locked and holds no submodule's repository (git refuses to move either)."""
     pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
-    if pointer is None:
+    if pointer is None or not pointer.is_absolute():
         return None
     if (pointer / "locked").exists() or (pointer / "modules").exists():
         return None
     record = pointer / "gitdir"
     recorded = _read_path(record)
-    if recorded is None or recorded.resolve() != (worktree / ".git").resolve():
+    if recorded is None or not recorded.is_absolute():
         return None
-    return record
+    return record if recorded.resolve() == (worktree / ".git").resolve() else None
+
+
+def _administrative_directory(worktree: Path) -> Path | None:
+    """The directory under `.git/worktrees/` that the worktree's `.git` file names."""
+    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
+    return None if pointer is None else (worktree / pointer).resolve()
 
 
 def _read_path(file: Path, *, prefix: bytes = b"") -> Path | None:
-    """The absolute path `file` holds after `prefix`, in the file system's own bytes; None
-    for anything else (a relative path is git 2.48's `worktree.useRelativePaths`)."""
+    """The path `file` holds after `prefix`, as written, in the file system's own bytes."""
     try:
         text = file.read_bytes().rstrip(b"\n")
     except OSError:
         return None
-    if not text.startswith(prefix):
-        return None
-    path = Path(os.fsdecode(text.removeprefix(prefix)))
-    return path if path.is_absolute() else None
+    return Path(os.fsdecode(text.removeprefix(prefix))) if text.startswith(prefix) else None
 
 
 async def finish_interrupted_move(repo_root: Path, root: Path) -> None:
