@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 
 USER_NAME = "Test User"
 USER_EMAIL = "test@example.com"
@@ -113,3 +115,21 @@ def snapshot(checkout: Path) -> dict[str, str]:
         else:
             state[rel] = "dir"
     return state
+
+
+class GitCommands:
+    """The git subcommands run while it is installed, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        run_process = trio.run_process
+
+        async def counting(argv: list[str], **kwargs: Any) -> Any:
+            self.names.append(argv[3])  # after git -c core.hooksPath=/dev/null
+            return await run_process(argv, **kwargs)
+
+        monkeypatch.setattr(trio, "run_process", counting)
+
+    def taken(self) -> list[str]:
+        names, self.names = self.names, []
+        return names

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -19,7 +18,7 @@ from orchestrator.git.merge import (
 from orchestrator.git.refs import create_branch, is_ancestor, rev_parse, update_ref
 from orchestrator.git.repo import Identity, git
 from orchestrator.git.workspace import LocalWorktreeProvider
-from tests.git.conftest import snapshot, write
+from tests.git.conftest import GitCommands, snapshot, write
 
 IDENTITY = Identity("kairo-orch", "kairo-orch@localhost")
 TARGET = "refs/heads/kairo/integration"
@@ -276,24 +275,6 @@ async def test_a_named_source_is_the_commit_rev_parse_names(
         assert isinstance(outcome, Merged) and not outcome.already_merged, name
         parents = await git("rev-list", "--parents", "-n1", TARGET, cwd=repo)
         assert parents.stdout.split() == [outcome.merge_commit, integration, head], name
-
-
-class GitCommands:
-    """The git subcommands run while it is installed, in order."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.names: list[str] = []
-        run_process = trio.run_process
-
-        async def counting(argv: list[str], **kwargs: Any) -> Any:
-            self.names.append(argv[3])  # after git -c core.hooksPath=/dev/null
-            return await run_process(argv, **kwargs)
-
-        monkeypatch.setattr(trio, "run_process", counting)
-
-    def taken(self) -> list[str]:
-        names, self.names = self.names, []
-        return names
 
 
 MERGE = ["merge-tree", "commit-tree", "update-ref"]

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -18,7 +17,7 @@ from orchestrator.git.repo import git
 from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
 from orchestrator.git.spare_worktrees import spare_root
 from orchestrator.git.workspace import LocalWorktreeProvider
-from tests.git.conftest import run, write
+from tests.git.conftest import GitCommands, run, write
 
 
 def spares(repo: Path) -> list[Path]:
@@ -323,18 +322,12 @@ async def test_a_spare_is_moved_by_hand_as_git_would_move_it(
     provider = await with_one_spare(repo, worktree_root)
     [spare] = spares(repo)
     admin = Path(run(spare, "rev-parse", "--absolute-git-dir").strip())
-    ran: list[str] = []
-    run_process = trio.run_process
-
-    async def recording(argv: list[str], **kwargs: Any) -> Any:
-        ran.append(" ".join(argv[3:5]))  # after git -c core.hooksPath=/dev/null
-        return await run_process(argv, **kwargs)
-
-    monkeypatch.setattr(trio, "run_process", recording)
+    commands = GitCommands(monkeypatch)
     path = worktree_root / "s2"
     made = await provider.create("s2", "kairo/s2", "main", path)
     monkeypatch.undo()
-    assert "worktree move" not in ran and "switch --quiet" in ran
+    ran = commands.taken()
+    assert "worktree" not in ran and "switch" in ran
     # The record git keeps, as `git worktree move` writes it (git's own move of another
     # worktree below writes the same).
     assert (admin / "gitdir").read_bytes() == f"{path.resolve()}/.git\n".encode()
