@@ -38,7 +38,9 @@ before the end. On ext4 mounted with `discard` (this machine's root), creating f
 a directory near one where tens of thousands were just deleted is several times slower
 for many minutes (2,000 small files: 0.08 s fresh, 0.6-1.0 s there), which would measure
 the file system rather than kairo-orch. After a test run has churned /tmp, point the
-bench elsewhere: `TMPDIR=/var/tmp make bench`.
+bench elsewhere: `TMPDIR=/var/tmp make bench`. The bench's own deletion of its directory at
+the end is such a mass deletion: `--keep` leaves the directory (its path is printed) so
+that measurements run one after another do not slow each other; remove it when done.
 
 Output: a table on stdout and `bench.json` (`--out`), one object per name with `value`,
 `baseline`, `ratio`, `unit`, `target` and `ok`. The exit status is 0 when every
@@ -462,7 +464,7 @@ class Lab:
                     found.append(int(entry.name))
         return found
 
-    def close(self) -> None:
+    def close(self, *, keep_files: bool = False) -> None:
         for pid in self.pids_under(self.root):
             kill(pid)
         self.tmux("kill-server")
@@ -471,8 +473,9 @@ class Lab:
             lambda: self.tmux("has-session").returncode != 0,
             timeout=10,
         )
-        shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.tmux_dir, ignore_errors=True)
+        if not keep_files:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def make_repo(lab: Lab, directory: Path, files: int) -> Path:
@@ -1033,6 +1036,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="default bench.json")
     parser.add_argument("--workdir", type=Path, help="where the temporary directory goes")
     parser.add_argument(
+        "--keep", action="store_true", help="leave the temporary directory (see above)"
+    )
+    parser.add_argument(
         "--only", help="comma-separated names to run (default: all): " + ", ".join(TARGETS)
     )
     args = parser.parse_args(argv)
@@ -1076,7 +1082,9 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
                 note(f"{name} failed:\n{traceback.format_exc()}")
     finally:
-        lab.close()
+        lab.close(keep_files=args.keep)
+        if args.keep:
+            note(f"kept {lab.root}; remove it when done")
 
     render(figures)
     document = {figure.name: figure.to_json() for figure in figures}
