@@ -84,7 +84,9 @@ async def create_branch(cwd: Path, name: str, commit: str) -> None:
     between a check and the write is never overwritten.
     """
     ref = branch_ref(name)
-    oid = await rev_parse(cwd, commit)
+    # A whole oid needs no resolving: update-ref itself refuses to put a missing object,
+    # or one that is not a commit, on a branch.
+    oid = commit if is_full_oid(commit) else await rev_parse(cwd, commit)
     result = await git(
         "update-ref", "-m", f"{_REFLOG_MESSAGE}: create", ref, oid, "", cwd=cwd, check=False
     )

@@ -115,13 +115,19 @@ async def run_supervisor(
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxServer(created.tmux_socket)
-        await _open_session(tmux, created.tmux_session, execution_id, paths, store_url)
+        # Side by side: each is a few milliseconds of waiting on tmux or git, and the
+        # first worktree waits for both.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                _open_session, tmux, created.tmux_session, execution_id, paths, store_url
+            )
+            identity = await Identity.for_repo(paths.toplevel)
         edges = Edges(
             repo_root=paths.toplevel,
             git_common_dir=paths.git_common_dir,
             workspaces=LocalWorktreeProvider(paths),
             tmux=tmux,
-            identity=await Identity.for_repo(paths.toplevel),
+            identity=identity,
             environment=dict(os.environ),
         )
         journal = Journal(store, state, owner=me, version=row.version)

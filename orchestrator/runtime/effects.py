@@ -82,12 +82,18 @@ async def _create_integration_branch(
     edges: Edges, state: ExecutionState
 ) -> list[ev.ExecutionEvent]:
     created = state.created
-    if await branch_exists(edges.repo_root, created.integration_branch):
-        commit = await rev_parse(edges.repo_root, branch_ref(created.integration_branch))
-    else:
-        await create_branch(edges.repo_root, created.integration_branch, created.base_commit)
+    branch = created.integration_branch
+    # Created first, looked for only when that fails: one git process on the way to the
+    # first worktree, where asking first took three.
+    try:
+        await create_branch(edges.repo_root, branch, created.base_commit)
         commit = created.base_commit
-    return [ev.IntegrationBranchCreated(branch=created.integration_branch, commit=commit)]
+    except StepFailed:
+        if not await branch_exists(edges.repo_root, branch):
+            raise
+        # Made by an earlier supervisor of this execution, which died before saying so.
+        commit = await rev_parse(edges.repo_root, branch_ref(branch))
+    return [ev.IntegrationBranchCreated(branch=branch, commit=commit)]
 
 
 async def _prepare_workspace(
