@@ -66,3 +66,22 @@ def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
     assert "measurement" in done.stdout  # the table
     # Its tmux server and temporary directory are gone with it.
     assert not list(tmp_path.glob("kairo-bench-*"))
+
+
+@pytest.mark.slow
+def test_keep_leaves_the_lab_and_says_where(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
+    bench = [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny", "--keep"]
+    done = subprocess.run(
+        [*bench, "--only", "checkpoint_us", "--out", str(tmp_path / "bench.json")],
+        cwd=tmp_path,
+        env={**env, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    (lab,) = tmp_path.glob("kairo-bench-*")
+    assert any(lab.iterdir())  # the measurement's files, not an empty directory
+    assert f"kept {lab}" in done.stderr
