@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.cli.options import common_options
-from orchestrator.runtime.supervisor_process import pending_supervisor
+from orchestrator.runtime.supervisor_process import imports_out_of_gc, pending_supervisor
 
 if TYPE_CHECKING:
     from orchestrator.core.state import ExecutionState
@@ -36,7 +36,8 @@ def resume(
     """Recover an interrupted execution (the newest when ID is left out) and go on."""
     # As in `start`: the supervisor is forked once the imports it shares with this command
     # are done, and the rest of each side's imports run side by side.
-    from orchestrator.cli.context import open_workspace
+    with imports_out_of_gc():
+        from orchestrator.cli.context import open_workspace
 
     with pending_supervisor() as supervisor:
         from orchestrator.cli.launch import already_ended, launch, wait_until_ended

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.options import common_options
-from orchestrator.runtime.supervisor_process import pending_supervisor
+from orchestrator.runtime.supervisor_process import imports_out_of_gc, pending_supervisor
 
 
 @click.command()
@@ -23,7 +23,8 @@ def start(
     # The supervisor is forked once what it shares with this command is imported (the
     # store, the models of the plan and the events: ~0.15 s), and imports the rest of its
     # own (~0.13 s) while this command validates the plan (supervisor_process.py).
-    import orchestrator.cli.context  # noqa: F401
+    with imports_out_of_gc():
+        import orchestrator.cli.context  # noqa: F401
 
     with pending_supervisor() as supervisor:
         from orchestrator.cli.new_execution import start_execution

@@ -25,6 +25,7 @@ Standard library only: the CLI imports this before anything heavy.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -189,6 +190,28 @@ def exit_status(done: SystemExit) -> int:
 
 
 @contextmanager
+def imports_out_of_gc() -> Iterator[None]:
+    """The block's imports, without the cyclic garbage collector's passes over them.
+
+    Imports make tens of thousands of objects (modules, classes, functions) that live as
+    long as the process and are almost never garbage, so the collector's passes while they
+    are made (over a supervisor's imports, 110 young and 10 middle ones) find next to
+    nothing: they cost 7 ms of CPU of `start`'s imports before the fork, and 12 ms with the
+    supervisor's after it (medians of 31, python -c). Afterwards what was imported is
+    frozen (`gc.freeze`), so that no later pass walks it either; a forked child also
+    leaves those pages unwritten.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
 def pending_supervisor() -> Iterator[PendingSupervisor]:
     """A supervisor starting up for the block, which abandons it unless it hands over."""
     supervisor = PendingSupervisor()
@@ -263,7 +286,8 @@ def _let_go_of_inherited(*, keep: tuple[int, ...], null_fd: int) -> None:
 
 def _serve(handover_fd: int) -> int:
     without_rich()
-    from orchestrator.runtime import daemon  # its own imports, beside the command's work
+    with imports_out_of_gc():
+        from orchestrator.runtime import daemon  # its own imports, beside the command's work
 
     with os.fdopen(handover_fd, "rb") as handover:
         line = handover.readline()

@@ -4,6 +4,7 @@ a process that runs any. Plain functions that assert; they return normally or fa
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -13,7 +14,11 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import EnvironmentProblem
-from orchestrator.runtime.supervisor_process import PendingSupervisor, pending_supervisor
+from orchestrator.runtime.supervisor_process import (
+    PendingSupervisor,
+    imports_out_of_gc,
+    pending_supervisor,
+)
 
 WAIT_S = 10.0
 
@@ -131,3 +136,23 @@ def killed_when_too_slow() -> None:
         assert supervisor.wait() == -signal.SIGKILL
         assert supervisor.failure() == "it was killed by signal 9 before it said anything"
         supervisor.kill()  # once more: nothing to do
+
+
+def imports_out_of_gc_leaves_the_collector_as_it_was() -> None:
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with imports_out_of_gc():
+        assert not gc.isenabled()
+        import decimal  # noqa: F401  # anything not yet imported
+    # On again for the rest of a long run, with what was imported out of its sight.
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
+    try:
+        with imports_out_of_gc():
+            import a_module_that_is_not_there  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        pass
+    assert gc.isenabled()
+    gc.disable()  # a caller's own choice is kept
+    with imports_out_of_gc():
+        pass
+    assert not gc.isenabled()

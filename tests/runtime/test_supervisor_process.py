@@ -38,6 +38,7 @@ def scenario(name: str, *arguments: str) -> None:
         "refused_while_a_thread_runs",
         "keeps_none_of_the_commands_other_descriptors",
         "killed_when_too_slow",
+        "imports_out_of_gc_leaves_the_collector_as_it_was",
     ],
 )
 def test_a_pending_supervisor(name: str) -> None:
