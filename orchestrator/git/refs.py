@@ -77,22 +77,27 @@ def branch_exists_sync(cwd: Path, name: str) -> bool:
     return result.returncode == 0
 
 
+class BranchExists(StepFailed):
+    """`create_branch` found the branch there already, and left it as it was."""
+
+
 async def create_branch(cwd: Path, name: str, commit: str) -> None:
-    """Create branch `name` at `commit`; `StepFailed` if the branch exists already.
+    """Create branch `name` at `commit`; `BranchExists` if the branch exists already,
+    `StepFailed` if it cannot be made.
 
     Create-only by construction (an empty expected old value), so a branch that appears
-    between a check and the write is never overwritten.
+    between a check and the write is never overwritten. A revision is resolved to its
+    commit; a whole oid is taken as it is and must name a commit: update-ref itself
+    refuses one that is missing or names anything else (a tree, or an annotated tag).
     """
     ref = branch_ref(name)
-    # A whole oid needs no resolving: update-ref itself refuses to put a missing object,
-    # or one that is not a commit, on a branch.
     oid = commit if is_full_oid(commit) else await rev_parse(cwd, commit)
     result = await git(
         "update-ref", "-m", f"{_REFLOG_MESSAGE}: create", ref, oid, "", cwd=cwd, check=False
     )
     if result.returncode != 0:
         if await branch_exists(cwd, name):
-            raise StepFailed(f"branch {name!r} already exists", branch=name)
+            raise BranchExists(f"branch {name!r} already exists", branch=name)
         raise StepFailed(f"cannot create branch {name!r}: {first_line(result)}", branch=name)
 
 

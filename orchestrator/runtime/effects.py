@@ -23,13 +23,7 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import commits_between, diffstat
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
-from orchestrator.git.refs import (
-    branch_exists,
-    branch_ref,
-    create_branch,
-    rev_parse,
-    tree_of,
-)
+from orchestrator.git.refs import BranchExists, branch_ref, create_branch, rev_parse, tree_of
 from orchestrator.runtime.attempts import (
     read_exit_record,
     read_usage,
@@ -88,9 +82,7 @@ async def _create_integration_branch(
     try:
         await create_branch(edges.repo_root, branch, created.base_commit)
         commit = created.base_commit
-    except StepFailed:
-        if not await branch_exists(edges.repo_root, branch):
-            raise
+    except BranchExists:
         # Made by an earlier supervisor of this execution, which died before saying so.
         commit = await rev_parse(edges.repo_root, branch_ref(branch))
     return [ev.IntegrationBranchCreated(branch=branch, commit=commit)]

@@ -63,21 +63,28 @@ async def test_a_fresh_execution_makes_its_branch_at_the_base_with_one_git_proce
 
 
 async def test_a_branch_made_by_a_supervisor_that_died_before_saying_so_is_adopted(
-    repo: Path,
+    repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The base was HEAD~1; the branch moved on before the crash (or was made there).
     base = run(repo, "rev-parse", "HEAD~1").strip()
     head = run(repo, "rev-parse", "HEAD").strip()
     run(repo, "branch", BRANCH, head)
-    events = await execute(edges(repo), execution(repo, base), cmd.CreateIntegrationBranch())
+    where = edges(repo)
+    commands = GitCommands(monkeypatch)
+    events = await execute(where, execution(repo, base), cmd.CreateIntegrationBranch())
+    assert commands.taken() == ["update-ref", "show-ref", "rev-parse"]
     assert events == [ev.IntegrationBranchCreated(branch=BRANCH, commit=head)]
     assert await rev_parse(repo, BRANCH) == head
 
 
-@pytest.mark.parametrize("what", ["missing", "a tree"])
+@pytest.mark.parametrize("what", ["missing", "a tree", "an annotated tag"])
 async def test_a_base_that_is_not_a_commit_makes_no_branch(repo: Path, what: str) -> None:
-    tree = run(repo, "rev-parse", "HEAD^{tree}").strip()
-    base = "0123456789" * 4 if what == "missing" else tree
+    run(repo, "tag", "-a", "-m", "v1", "v1")
+    base = {
+        "missing": "0123456789" * 4,
+        "a tree": run(repo, "rev-parse", "HEAD^{tree}").strip(),
+        "an annotated tag": run(repo, "rev-parse", "v1").strip(),  # the tag object's oid
+    }[what]
     with pytest.raises(StepFailed, match=f"cannot create branch '{BRANCH}'"):
         await execute(edges(repo), execution(repo, base), cmd.CreateIntegrationBranch())
     assert run(repo, "branch", "--list", BRANCH) == ""

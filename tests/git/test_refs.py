@@ -7,6 +7,7 @@ import pytest
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.history import DiffStat, commits_between, diffstat, tracked_files
 from orchestrator.git.refs import (
+    BranchExists,
     branch_exists,
     create_branch,
     delete_branch,
@@ -38,7 +39,7 @@ async def test_create_branch_refuses_an_existing_branch(repo: Path) -> None:
     await create_branch(repo, "kairo/a", first)
     assert await branch_exists(repo, "kairo/a")
     assert await rev_parse(repo, "kairo/a") == first
-    with pytest.raises(StepFailed, match="already exists") as info:
+    with pytest.raises(BranchExists, match="already exists") as info:
         await create_branch(repo, "kairo/a", "HEAD")
     assert info.value.branch == "kairo/a"
     assert await rev_parse(repo, "kairo/a") == first
