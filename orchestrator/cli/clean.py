@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -97,8 +98,14 @@ def _clean_every_ended(ws: Workspace, force: bool) -> list[str]:
 
 
 async def _remove_spares(ws: Workspace) -> list[str]:
-    removed = await LocalWorktreeProvider(ws.paths.toplevel).remove_spares()
-    return [f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}"]
+    removed, locked = await LocalWorktreeProvider(ws.paths.toplevel).remove_spares()
+    lines = [f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}"]
+    lines += [
+        f"kept the spare worktree {spare}: it is locked; "
+        f"`git worktree unlock {shlex.quote(str(spare))}` lets `clean --spares` remove it"
+        for spare in locked
+    ]
+    return lines
 
 
 async def _has_uncommitted_work(worktree: Path) -> bool:

@@ -46,6 +46,7 @@ import json
 import os
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import trio
 
@@ -73,7 +74,9 @@ def has_spares(root: Path) -> bool:
 
 
 def count_spares(root: Path) -> int:
-    return len(_spares(root))
+    """The spares that count towards those kept: not one a user locked since it was put
+    aside, which is theirs until they unlock it (it is neither taken nor removed)."""
+    return sum(1 for spare in _spares(root) if not _locked(spare))
 
 
 def _same_file_system(a: Path, b: Path) -> bool:
@@ -279,16 +282,24 @@ def _read_journal(journal: Path) -> tuple[Path, Path] | None:
         return None
 
 
-async def remove_spares(repo_root: Path, root: Path) -> list[Path]:
-    """Remove every spare git still knows as a worktree; the ones removed."""
-    removed = []
+class SparesRemoved(NamedTuple):
+    removed: list[Path]
+    locked: list[Path]  # left: a user locked them (`git worktree unlock` lets them go)
+
+
+async def remove_spares(repo_root: Path, root: Path) -> SparesRemoved:
+    """Remove every spare git still knows as a worktree, but those a user locked."""
+    removed, locked = [], []
     for spare in await trio.to_thread.run_sync(_spares, root):
+        if await trio.to_thread.run_sync(_locked, spare):
+            locked.append(spare)
+            continue
         done = await git(
             "worktree", "remove", "--force", "--", str(spare), cwd=repo_root, check=False
         )
         if done.returncode == 0:
             removed.append(spare)
-    return removed
+    return SparesRemoved(removed, locked)
 
 
 def _remove_empty_directory(path: Path) -> None:

@@ -24,6 +24,7 @@ from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import RepoPaths, discover_repo, error_context, git
 from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.spare_worktrees import (
+    SparesRemoved,
     count_spares,
     detach_if_plain,
     finish_interrupted_move,
@@ -202,8 +203,8 @@ class LocalWorktreeProvider:
         path = await trio.to_thread.run_sync(resolve, path)
         return await trio.Path(path).is_dir() and path in await self._listed()
 
-    async def remove_spares(self) -> list[Path]:
-        """Remove every spare worktree kept for reuse; the paths removed."""
+    async def remove_spares(self) -> SparesRemoved:
+        """Remove every spare worktree kept for reuse but those a user locked."""
         async with self._locked():
             removed = await remove_spares(self.repo_root, self._spares)
             await git("worktree", "prune", cwd=self.repo_root)

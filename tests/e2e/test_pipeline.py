@@ -229,10 +229,16 @@ def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> No
     assert not Path(loud["worktree"]).exists()
     assert loud["branch"] not in git(repo, "branch", "--format=%(refname:short)").split()
     # The released worktrees stay as spares for the next execution, until asked to go.
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") > 1
+    listed = git(repo, "worktree", "list", "--porcelain")
+    spares = [line[9:] for line in listed.splitlines() if "/kairo/spare-worktrees/" in line]
+    assert spares
+    git(repo, "worktree", "lock", spares[0])  # the user's: left, and said so
     emptied = kairo.run("clean", "--spares")
     assert emptied.returncode == 0, emptied.stderr
-    assert "spare worktree" in emptied.stdout
+    assert f"removed {len(spares) - 1} spare worktree" in emptied.stdout
+    assert f"kept the spare worktree {spares[0]}: it is locked" in emptied.stdout
+    git(repo, "worktree", "unlock", spares[0])
+    assert "removed 1 spare worktree\n" in kairo.run("clean", "--spares").stdout
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 

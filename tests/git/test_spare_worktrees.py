@@ -166,7 +166,7 @@ async def test_a_kill_while_a_worktree_was_put_aside_leaves_a_spare(
     kill_during_move(repo, made.path, spare)
 
     # Without the repair, git's prune would have forgotten it: an orphan on disk.
-    assert await provider.remove_spares() == [spare]
+    assert await provider.remove_spares() == ([spare], [])
     assert not spare.exists() and listed(repo) == [str(repo)]
 
 
@@ -235,7 +235,7 @@ async def test_remove_spares_removes_every_one(repo: Path, worktree_root: Path) 
     provider = LocalWorktreeProvider(repo)
     await put_aside(provider, worktree_root, 2)
     kept = spares(repo)
-    assert await provider.remove_spares() == kept and len(kept) == 2
+    assert await provider.remove_spares() == (kept, []) and len(kept) == 2
     assert spares(repo) == [] and listed(repo) == [str(repo)]
 
 
@@ -353,3 +353,18 @@ async def test_a_spare_locked_since_it_was_put_aside_is_left_alone(
     made = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
     assert run(made.path, "status", "--porcelain") == "" and (made.path / "README.md").is_file()
     assert spares(repo) == [spare] and str(spare) in listed(repo)
+
+
+async def test_a_locked_spare_is_not_counted_as_kept_nor_removed_by_clean(
+    repo: Path, worktree_root: Path
+) -> None:
+    await with_one_spare(repo, worktree_root)
+    [locked] = spares(repo)
+    run(repo, "worktree", "lock", str(locked))
+    provider = LocalWorktreeProvider(repo, spares_kept=1)
+    made = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
+    await provider.release(made.path)
+    # Kept: the one spare there is not one kairo-orch may take.
+    [kept] = [spare for spare in spares(repo) if spare != locked]
+    assert await provider.remove_spares() == ([kept], [locked])
+    assert spares(repo) == [locked] and str(locked) in listed(repo)
