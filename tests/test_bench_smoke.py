@@ -31,20 +31,26 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-@pytest.mark.slow
-def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
+def tiny_bench(workdir: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`bench.py --tiny ARGUMENTS` run in `workdir`, its lab there too, as a user would."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny", "--out", str(out)],
-        cwd=tmp_path,
-        env={**env, "TMPDIR": str(tmp_path)},
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny", *arguments],
+        cwd=workdir,
+        env={**env, "TMPDIR": str(workdir)},
         capture_output=True,
         text=True,
         timeout=300,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = tiny_bench(tmp_path, "--out", str(out))
     document = json.loads(out.read_text(encoding="utf-8"))
 
     assert set(document) == NAMES
@@ -70,18 +76,7 @@ def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_keep_leaves_the_lab_and_says_where(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
-    bench = [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny", "--keep"]
-    done = subprocess.run(
-        [*bench, "--only", "checkpoint_us", "--out", str(tmp_path / "bench.json")],
-        cwd=tmp_path,
-        env={**env, "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr
+    done = tiny_bench(tmp_path, "--keep", "--only", "checkpoint_us")
     (lab,) = tmp_path.glob("kairo-bench-*")
     assert any(lab.iterdir())  # the measurement's files, not an empty directory
     assert f"kept {lab}" in done.stderr
