@@ -55,7 +55,7 @@ LIVE_VIEW_WAIT_S = 5
 SUPERVISOR_WINDOW = "supervisor"
 
 
-def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> list[str]:
+def watch_command(execution_id: str, repo_root: Path) -> list[str]:
     """The supervisor window's live view: `kairo-orch watch`, with this interpreter.
 
     It imports rich and the whole CLI (about 0.25 s of CPU), which would come just as the
@@ -63,6 +63,7 @@ def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> 
     waits first, in /bin/sh, until the supervisor has started its first agents (it signals
     `live_view_channel`) or LIVE_VIEW_WAIT_S have gone by; and it runs at a lower priority
     (`nice`) than the work it shows. The pane's own $TMUX is the server `wait-for` asks.
+    Its store comes in its environment (`live_view_environment`).
     """
     nice = shutil.which("nice")
     argv = [
@@ -76,9 +77,15 @@ def watch_command(execution_id: str, repo_root: Path, store_url: str | None) -> 
         "--repo",
         str(repo_root),
     ]
-    if store_url:
-        argv += ["--store", store_url]
     return gated(argv, live_view_channel(execution_id), LIVE_VIEW_WAIT_S)
+
+
+def live_view_environment(store_url: str | None) -> dict[str, str]:
+    """The live view's store, as KAIRO_STORE: a command line is shown by `ps` to every user
+    of the machine for as long as it runs (hours), and a PostgreSQL URL may hold a password.
+    Empty for the default store, which the CLI reads as unset, since a pane would otherwise
+    get the tmux server's own KAIRO_STORE (that of whichever command started the server)."""
+    return {"KAIRO_STORE": store_url or ""}
 
 
 def gated(argv: list[str], channel: str, wait_s: float) -> list[str]:
@@ -147,14 +154,19 @@ async def _open_session(
 ) -> None:
     """The execution's tmux session with its live view; on a resume, a new live view (the
     last one may have ended with the execution, which a rerun reopens)."""
-    command = watch_command(execution_id, paths.toplevel, store_url)
+    command = watch_command(execution_id, paths.toplevel)
+    environment = live_view_environment(store_url)
     if not await tmux.has_session(session):
         await tmux.new_session(
-            session, window_name=SUPERVISOR_WINDOW, command=command, cwd=paths.toplevel
+            session,
+            window_name=SUPERVISOR_WINDOW,
+            command=command,
+            cwd=paths.toplevel,
+            environment=environment,
         )
         return
     try:
-        await tmux.respawn_pane(session, SUPERVISOR_WINDOW, command)
+        await tmux.respawn_pane(session, SUPERVISOR_WINDOW, command, environment=environment)
     except KairoError as error:  # a user closed the window: the agents' windows are what count
         log.info("live_view_not_restarted", error=error.message)
 

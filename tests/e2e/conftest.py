@@ -124,3 +124,41 @@ def _stop_supervisors(runner: Kairo) -> None:
             if status["supervisor_pid"]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(status["supervisor_pid"], signal.SIGKILL)
+
+
+def live_view(kairo: Kairo, session: str, showing: str, seconds: float = 20) -> list[int]:
+    """Once the session's live view shows `showing`: the pids of its pane's processes, the
+    gate's shell first. Fails with the pane's text if it never does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        view = kairo.tmux("capture-pane", "-p", "-t", f"={session}:supervisor").stdout
+        if showing in view:
+            break
+        assert time.monotonic() < deadline, f"the live view never showed {showing!r}:\n{view}"
+        time.sleep(0.1)
+    pane_pid = kairo.tmux("display-message", "-p", "-t", f"={session}:supervisor", "#{pane_pid}")
+    return process_tree(int(pane_pid.stdout))
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its descendants alive now, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode().partition("=")[::2] for e in entries if e)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git, snapshot_checkout
+from tests.e2e.conftest import Kairo, environment, git, live_view, snapshot_checkout
 
 pytestmark = pytest.mark.slow
 
@@ -348,6 +349,28 @@ def test_the_tmux_session_has_a_live_view_and_titled_agent_panes(kairo: Kairo, r
         time.sleep(0.2)
     assert command in ("sh", "sleep")
     assert "FAILED" in kairo.tmux("capture-pane", "-p", "-t", f"{session}:supervisor").stdout
+
+
+SLEEPER = "version: 1\nname: long\nagent: {kind: shell, run: 'sleep 600'}\nsubtasks:\n  - id: x\n"
+
+
+def test_the_live_view_reads_its_executions_store_whatever_the_tmux_server_was_given(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    # The tmux server was started by a command with another store in its environment;
+    # every new pane gets the server's environment unless told otherwise.
+    elsewhere = f"sqlite:///{tmp_path / 'elsewhere' / 'kairo.db'}"
+    subprocess.run(
+        ["tmux", "-L", kairo.socket, "new-session", "-d", "-s", "first", "sleep 600"],
+        env=dict(kairo.env, KAIRO_STORE=elsewhere),
+        check=True,
+    )
+    assert kairo.run("start", str(kairo.write_plan(SLEEPER)), "--detach").returncode == 0
+
+    view = live_view(kairo, kairo.json("status")["tmux_session"], "agents run in the other")
+
+    assert environment(view[0])["KAIRO_STORE"] == ""  # the CLI's default store
+    assert kairo.run("stop", "--now", "--wait").returncode == 0
 
 
 def test_the_supervisor_outlives_the_command_that_started_it(kairo: Kairo, repo: Path) -> None:

@@ -13,7 +13,8 @@ import pytest
 
 from orchestrator.store.base import format_timestamp
 from tests import postgres
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, command_line, environment, git, live_view
+from tests.e2e.test_pipeline import SLEEPER
 from tests.e2e.test_recovery import (
     CRASHY,
     outcome,
@@ -58,6 +59,21 @@ def test_a_run_on_postgresql_ends_as_on_sqlite_and_keeps_no_store_in_the_reposit
     assert verified.returncode == 0 and "the log verifies" in verified.stdout
     assert not list((repo / ".git" / "kairo").glob("kairo.db*"))
     assert [row["plan"] for row in on_postgres.json("list")] == ["crashy"]
+
+
+def test_the_live_view_gets_the_store_url_in_its_environment_not_on_its_command_line(
+    on_postgres: Kairo, store_url: str
+) -> None:
+    # `ps` shows every user of the machine a command line, and a URL may hold a password.
+    assert (
+        on_postgres.run("start", str(on_postgres.write_plan(SLEEPER)), "--detach").returncode == 0
+    )
+
+    view = live_view(on_postgres, on_postgres.json("status")["tmux_session"], "agents run in")
+
+    assert [command_line(pid) for pid in view if "postgresql" in command_line(pid)] == []
+    assert environment(view[0])["KAIRO_STORE"] == store_url
+    assert on_postgres.run("stop", "--now", "--wait").returncode == 0
 
 
 def test_kill_9_then_resume_goes_on_from_the_postgresql_log(

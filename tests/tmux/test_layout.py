@@ -116,6 +116,15 @@ def test_new_session_sets_its_options_in_the_same_call() -> None:
     assert ["set-option", "-w", "-t", "=s:", "pane-border-status", "top"] in options
 
 
+def test_respawn_pane_sets_the_panes_environment_and_escapes_its_arguments() -> None:
+    argv = layout.respawn_pane_argv("s", "w", ["c", "ends;"], {"KAIRO_STORE": "url;"})
+
+    assert argv == [
+        *["respawn-pane", "-k", "-t", "=s:=w", "-e", "KAIRO_STORE=url\\;"],
+        *["--", "c", "ends\\;"],
+    ]
+
+
 def test_next_window_fills_the_newest_agents_window() -> None:
     text = "@0\tsupervisor\t1\n@1\tagents-1\t4\n@4\tagents-2\t3\n@5\tnotes\t1\n"
     assert layout.next_window(text, 4) == Packing(AgentWindow("@4", "agents-2", 3), 3)
