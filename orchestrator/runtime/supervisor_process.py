@@ -36,10 +36,17 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from orchestrator.errors import EnvironmentProblem
+from orchestrator.errors import EnvironmentProblem, KairoError
 
 if TYPE_CHECKING:
     from orchestrator.git.repo import RepoPaths
+
+
+#: Starts the last line a supervisor that failed writes (to the command before a handover,
+#: to its log after): why, in one line, which is what the command tells the user.
+FAREWELL = "kairo-orch supervisor failed: "
+#: How much of a log's end is searched for that line: it is written last.
+LOG_TAIL_BYTES = 64 * 1024
 
 
 def supervisor_log_path(run_root: Path) -> Path:
@@ -104,6 +111,7 @@ class PendingSupervisor:
         # is told. After the handover the child's output goes to its log.
         self._words = os.fdopen(words_read, "rb")
         self._status: int | None = None
+        self._log_path: Path | None = None
         self.handed_over = False
 
     def hand_over(self, arguments: list[str], *, log_path: Path) -> None:
@@ -119,6 +127,7 @@ class PendingSupervisor:
                 f"the supervisor process could not start: {self._last_words()}"
             ) from None
         self.handed_over = True
+        self._log_path = log_path
 
     def release(self) -> None:
         """Let go of its pipes. Before a handover this abandons it: it reads the end of
@@ -128,8 +137,8 @@ class PendingSupervisor:
         self._words.close()
 
     def failure(self) -> str | None:
-        """Why it is gone, once it exited: what it said (the end of an import error's
-        traceback, say, written before it had a log), else its exit status."""
+        """Why it is gone, once it exited: its farewell (FAREWELL), on the pipe or in its
+        log, else the last line it wrote to the pipe, else its exit status."""
         if not self._reap(block=False):
             return None
         return self._last_words()
@@ -157,18 +166,44 @@ class PendingSupervisor:
         return True
 
     def _last_words(self) -> str:
-        """The last line it wrote before a handover (read once it has exited)."""
-        lines: list[str] = []
+        """Why it exited, as `failure` says (read once it has exited)."""
+        said = ""
         if not self._words.closed:
             with self._words:
-                lines = self._words.read().decode(errors="replace").splitlines()
-        lines = [line for line in lines if line.strip()]
+                said = self._words.read().decode(errors="replace")
+        lines = [line.strip() for line in said.splitlines() if line.strip()]
         if lines:
-            return lines[-1].strip()
+            return lines[-1].removeprefix(FAREWELL)
+        in_log = self._farewell_in_log()
+        if in_log:
+            return in_log
         assert self._status is not None
         if self._status < 0:
             return f"it was killed by signal {-self._status} before it said anything"
         return f"it exited with status {self._status} and said nothing"
+
+    def _farewell_in_log(self) -> str | None:
+        """After a handover: the last farewell at the end of its log, if it wrote one."""
+        if self._log_path is None:
+            return None
+        try:
+            with self._log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                tail = log.read().decode(errors="replace")
+        except OSError:
+            return None
+        farewells = [line for line in tail.splitlines() if line.startswith(FAREWELL)]
+        return farewells[-1].removeprefix(FAREWELL).strip() if farewells else None
+
+
+def farewell(error: BaseException) -> str:
+    """The one line FAREWELL introduces: the message of one of our errors, which trio's
+    nurseries may have wrapped in groups of one; else the exception's type and text."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if isinstance(error, KairoError):
+        return error.message.replace("\n", " ")
+    return f"{type(error).__name__}: {error}".replace("\n", " ")
 
 
 def _refuse_to_fork_unsafely() -> None:
@@ -249,9 +284,10 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
         status = _serve(handover_fd)
     except SystemExit as done:
         status = exit_status(done)
-    except BaseException:
+    except BaseException as error:
         with suppress(BaseException):
             traceback.print_exc()
+            print(FAREWELL + farewell(error), file=sys.stderr)
     finally:
         with suppress(BaseException):
             sys.stdout.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -178,6 +179,28 @@ def test_without_tmux_start_exits_5_and_creates_nothing(
     assert "tmux" in done.stderr
     kairo.env["PATH"] = os.environ["PATH"]
     assert_nothing_created(kairo, repo)
+
+
+def test_a_supervisor_that_cannot_open_its_tmux_session_says_why(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    refusing = bin_dir / "tmux"  # tmux -V answers; creating a session fails, as on a full /tmp
+    refusing.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = new-session ] && '
+        "{ echo 'no space left on device' >&2; exit 1; }; done\n"
+        f'exec {shutil.which("tmux")} "$@"\n'
+    )
+    refusing.chmod(0o755)
+    kairo.env["PATH"] = f"{bin_dir}{os.pathsep}{kairo.env['PATH']}"
+    plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
+
+    done = kairo.run("start", str(plan), "--detach")
+
+    assert done.returncode == 5, done.stderr
+    assert "did not start (tmux new-session failed" in done.stderr
+    assert "no space left on device); its log is" in done.stderr
 
 
 def test_a_bad_spare_worktrees_setting_is_refused_with_exit_2(kairo: Kairo, repo: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.supervisor_process import (
+    FAREWELL,
     PendingSupervisor,
     imports_out_of_gc,
     pending_supervisor,
@@ -59,12 +60,15 @@ def handed_over_to_its_log(workdir: str) -> None:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     log = Path(workdir) / "runs" / "supervisor.log"
     with pending_supervisor() as supervisor:
-        # No such execution: the supervisor fails at once, and says so in its log.
+        # No such execution: the supervisor fails at once, and says so in its log, last
+        # in one line, which is what the command tells the user (nothing went to the pipe
+        # it reads before a handover).
         supervisor.hand_over(["01NOSUCHEXECUTION", "--repo", str(repo)], log_path=log)
         assert supervisor.wait() != 0
-        # Nothing went to the pipe the command reads before a handover.
-        assert supervisor.failure() == "it exited with status 1 and said nothing"
+        said = supervisor.failure()
     assert "supervisor_crashed" in log.read_text()
+    assert said is not None and "01NOSUCHEXECUTION" in said, said
+    assert log.read_text().splitlines()[-1] == FAREWELL + said
 
 
 def handed_over_after_it_died(workdir: str) -> None:

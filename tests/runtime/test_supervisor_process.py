@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import StepFailed
+from orchestrator.runtime.supervisor_process import farewell
 from tests import postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +58,11 @@ def test_a_pending_supervisor_in_a_directory(name: str, tmp_path: Path) -> None:
 def test_a_pending_supervisor_is_refused_while_a_postgresql_store_is_open() -> None:
     with postgres.fresh_schema() as url:
         scenario("refused_while_a_postgresql_store_is_open", url)
+
+
+def test_a_farewell_is_one_line_of_our_error_unwrapped_from_trios_groups_of_one() -> None:
+    nested = ExceptionGroup("nursery", [ExceptionGroup("inner", [StepFailed("tmux: gone")])])
+    assert farewell(nested) == "tmux: gone"
+    assert farewell(ValueError("two\nlines")) == "ValueError: two lines"
+    both = ExceptionGroup("nursery", [StepFailed("a"), StepFailed("b")])
+    assert farewell(both) == "ExceptionGroup: nursery (2 sub-exceptions)"
