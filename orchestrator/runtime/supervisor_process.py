@@ -112,11 +112,14 @@ class PendingSupervisor:
         self._words = os.fdopen(words_read, "rb")
         self._status: int | None = None
         self._log_path: Path | None = None
+        self._log_start = 0
         self.handed_over = False
 
     def hand_over(self, arguments: list[str], *, log_path: Path) -> None:
         """Give it its execution: the daemon's `arguments`; its output goes to `log_path`."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        # Where its own words will begin: an earlier supervisor's (resume) come before.
+        self._log_start = log_path.stat().st_size if log_path.exists() else 0
         line = json.dumps({"arguments": arguments, "log": str(log_path)}) + "\n"
         try:
             self._handover.write(line.encode())
@@ -183,12 +186,12 @@ class PendingSupervisor:
         return f"it exited with status {self._status} and said nothing"
 
     def _farewell_in_log(self) -> str | None:
-        """After a handover: the last farewell at the end of its log, if it wrote one."""
+        """After a handover: the farewell at the end of its log, if it wrote one."""
         if self._log_path is None:
             return None
         try:
             with self._log_path.open("rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                log.seek(max(self._log_start, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
                 tail = log.read().decode(errors="replace")
         except OSError:
             return None

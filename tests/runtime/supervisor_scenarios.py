@@ -59,6 +59,8 @@ def handed_over_to_its_log(workdir: str) -> None:
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     log = Path(workdir) / "runs" / "supervisor.log"
+    log.parent.mkdir()
+    log.write_text(FAREWELL + "an earlier supervisor's, before a resume\n")
     with pending_supervisor() as supervisor:
         # No such execution: the supervisor fails at once, and says so in its log, last
         # in one line, which is what the command tells the user (nothing went to the pipe
@@ -69,6 +71,16 @@ def handed_over_to_its_log(workdir: str) -> None:
     assert "supervisor_crashed" in log.read_text()
     assert said is not None and "01NOSUCHEXECUTION" in said, said
     assert log.read_text().splitlines()[-1] == FAREWELL + said
+
+
+def a_farewell_is_only_its_own(workdir: str) -> None:
+    log = Path(workdir) / "supervisor.log"
+    log.write_text(FAREWELL + "an earlier supervisor's, before a resume\n")
+    with pending_supervisor() as supervisor:
+        supervisor.hand_over(["01X", "--repo", workdir], log_path=log)
+        os.kill(supervisor.pid, signal.SIGKILL)  # before it could say anything
+        assert supervisor.wait() == -signal.SIGKILL
+        assert supervisor.failure() == "it was killed by signal 9 before it said anything"
 
 
 def handed_over_after_it_died(workdir: str) -> None:

@@ -49,7 +49,12 @@ def test_a_pending_supervisor(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["handed_over_to_its_log", "handed_over_after_it_died", "refused_while_a_store_is_open"],
+    [
+        "handed_over_to_its_log",
+        "a_farewell_is_only_its_own",
+        "handed_over_after_it_died",
+        "refused_while_a_store_is_open",
+    ],
 )
 def test_a_pending_supervisor_in_a_directory(name: str, tmp_path: Path) -> None:
     scenario(name, str(tmp_path))
