@@ -31,6 +31,7 @@ from orchestrator.git.loose_refs import plain_tip
 from orchestrator.git.refs import (
     is_ancestor,
     is_full_oid,
+    parents_of,
     read_refs,
     rev_parse,
     tree_of,
@@ -47,8 +48,11 @@ class Merged:
     merge_commit: str
     previous_commit: str
     tree: str
-    #: True when the source was already contained in the target: nothing was written
-    #: and `merge_commit == previous_commit` (a re-run after a crash, or an empty subtask).
+    #: True when the source was already contained in the target, and nothing was written.
+    #: When the target's tip is itself the merge of the source (a merge written by a
+    #: process that died before recording it), `merge_commit` is that tip and
+    #: `previous_commit` its first parent, as for the merge that wrote it; otherwise (an
+    #: empty subtask, say) `merge_commit == previous_commit`, the target's tip.
     already_merged: bool = False
 
 
@@ -165,10 +169,10 @@ async def merge_branch(
     if is_full_oid(source_commit):
         # An oid never moves: merge-tree and commit-tree may each read it, and a missing
         # one fails merge-tree (below). The supervisor always merges a recorded oid.
-        source = f"{source_commit}^{{commit}}"
+        source_oid, source = source_commit, f"{source_commit}^{{commit}}"
     else:
         try:
-            source = await rev_parse(repo_root, source_commit)
+            source_oid = source = await rev_parse(repo_root, source_commit)
         except UsageError as exc:
             raise StepFailed(exc.message, branch=branch) from None
 
@@ -196,6 +200,9 @@ async def merge_branch(
     # whose changes the target already has by other commits, which still gets its merge
     # commit (a later merge of it must find it contained). Any other tree needs no check.
     if tree == previous_tree and await is_ancestor(repo_root, source, previous):
+        parents = await parents_of(repo_root, previous)
+        if len(parents) == 2 and parents[1] == source_oid:  # the tip is this very merge
+            return Merged(previous, parents[0], tree, already_merged=True)
         return Merged(previous, previous, tree, already_merged=True)
 
     commit = await git(

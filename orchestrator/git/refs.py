@@ -139,6 +139,14 @@ async def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     raise StepFailed(f"cannot compare {ancestor} and {descendant}: {first_line(result)}")
 
 
+async def parents_of(cwd: Path, commit: str) -> list[str]:
+    """The parents of `commit`, first parent first."""
+    result = await git("rev-list", "--parents", "-n", "1", commit, "--", cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise StepFailed(f"cannot read the parents of {commit}: {first_line(result)}")
+    return result.stdout.split()[1:]
+
+
 @dataclass(frozen=True)
 class RefTip:
     """One ref as `for-each-ref` reads it."""

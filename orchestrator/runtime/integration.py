@@ -81,7 +81,7 @@ async def verify_integration(
     assert merge is not None and check is not None
     target = branch_ref(state.created.integration_branch)
     current = await rev_parse(edges.repo_root, target)
-    if current == merge.previous_commit:
+    if current == merge.previous_commit != merge.merge_commit:
         # Undone already, by a supervisor that stopped before it could say so.
         return [
             ev.IntegrationVerified(

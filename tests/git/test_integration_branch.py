@@ -22,9 +22,9 @@ from tests.git.conftest import GitCommands, run
 BRANCH = "kairo/p/abc"
 
 
-def execution(repo: Path, base: str) -> ExecutionState:
+def execution(repo: Path, base: str, plan: ResolvedPlan | None = None) -> ExecutionState:
     created = ev.ExecutionCreated(
-        plan=ResolvedPlan.model_validate({"name": "p", "subtasks": []}),
+        plan=plan or ResolvedPlan.model_validate({"name": "p", "subtasks": []}),
         plan_path=str(repo.parent / "plan.yaml"),
         repo_root=str(repo),
         git_common_dir=str(repo / ".git"),

@@ -1,0 +1,83 @@
+"""A merge a supervisor wrote to the integration branch but died before recording, as the
+next supervisor finds it: the same merge, on the commit it was made on, then checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.core import commands as cmd
+from orchestrator.core import events as ev
+from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.state import ExecutionState, apply
+from orchestrator.git.merge import Merged, merge_branch
+from orchestrator.git.refs import branch_ref, rev_parse
+from orchestrator.runtime.effects import execute
+from tests.git.conftest import run, write
+from tests.git.test_integration_branch import BRANCH, edges, execution
+
+
+def merged_unrecorded(repo: Path, check: str) -> tuple[ExecutionState, str, str]:
+    """Subtask `s` committed on its branch and judged; the state as the log has it, its
+    base and its head."""
+    base = run(repo, "rev-parse", "HEAD").strip()
+    run(repo, "switch", "-q", "-c", "kairo-subtasks/s")
+    write(repo / "s.txt", "s\n")
+    run(repo, "add", "s.txt")
+    run(repo, "commit", "-q", "-m", "s")
+    head = run(repo, "rev-parse", "HEAD").strip()
+    run(repo, "switch", "-q", "main")
+    plan = ResolvedPlan.model_validate(
+        {
+            "name": "p",
+            "integration_verify": check,
+            "subtasks": [{"id": "s", "title": "s", "prompt": "", "agent": {"kind": "shell"}}],
+        }
+    )
+    state = execution(repo, base, plan)
+    events: list[ev.ExecutionEvent] = [
+        ev.IntegrationBranchCreated(branch=BRANCH, commit=base),
+        ev.SubtaskScheduled(subtask_id="s", start_commit=base),
+        ev.WorkspaceCreated(subtask_id="s", path=str(repo), branch="kairo-subtasks/s", commit=base),
+        ev.AttemptStarted(
+            subtask_id="s", attempt=1, idempotency_key="k", run_dir="/r", start_commit=base
+        ),
+        ev.AttemptCommitted(subtask_id="s", attempt=1, head_commit=head, changed=True),
+    ]
+    for seq, event in enumerate(events, start=1):
+        state = apply(state, event, seq)
+    return state, base, head
+
+
+@pytest.mark.parametrize(("check", "kept"), [("true", True), ("false", False)])
+async def test_a_merge_written_but_not_recorded_is_found_and_checked(
+    repo: Path, check: str, kept: bool
+) -> None:
+    state, base, head = merged_unrecorded(repo, check)
+    run(repo, "branch", BRANCH, base)
+    where = edges(repo)
+    # The supervisor that died had written the merge: the branch is at it.
+    written = await merge_branch(
+        repo,
+        target_ref=branch_ref(BRANCH),
+        source_commit=head,
+        message="kairo: merge s\n",
+        identity=where.identity,
+    )
+    assert isinstance(written, Merged) and written.previous_commit == base
+
+    merged = await execute(where, state, cmd.MergeSubtask(subtask_id="s"))
+    assert [(e.merge_commit, e.previous_commit) for e in merged] == [  # type: ignore[union-attr]
+        (written.merge_commit, base)
+    ]
+    for event in merged:
+        state = apply(state, event, state.seq + 1)
+    verified = await execute(where, state, cmd.VerifyIntegration(subtask_id="s"))
+
+    [outcome] = verified
+    assert isinstance(outcome, ev.IntegrationVerified)
+    assert outcome.exit_code == (0 if kept else 1)
+    assert outcome.restored_commit == (None if kept else base)
+    assert "not recorded" not in outcome.output_tail  # it ran: no "undone already" guess
+    assert await rev_parse(repo, BRANCH) == (written.merge_commit if kept else base)
