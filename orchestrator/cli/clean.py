@@ -10,6 +10,7 @@ import trio
 
 from orchestrator.cli.context import Workspace, open_workspace
 from orchestrator.cli.options import common_options
+from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
@@ -52,7 +53,14 @@ def clean(
         if every:
             lines = _clean_every_ended(ws, force)
         else:
-            lines = _clean_one(ws, ws.state(ws.resolve_own(execution)), force)
+            state = ws.state(ws.resolve_own(execution))
+            if spares and execution is None and state.ended is None:
+                # The spares are the repository's, not the newest execution's: that one
+                # going on is no reason to keep them.
+                status = ws.status_of(state, ws.row(state.execution_id))
+                lines = [f"{state.execution_id}: left alone, it has not ended (it is {status})"]
+            else:
+                lines = _clean_one(ws, state, force)
         if spares:
             lines += trio.run(_remove_spares, ws)
     for line in lines:
@@ -61,17 +69,26 @@ def clean(
 
 def _clean_one(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
     execution_id = state.execution_id
-    if state.ended is None and not force:
+    short = short_id(execution_id)
+    running = owner_alive(ws.row(execution_id))
+    if running and state.ended is None:
         raise OwnershipError(
             f"execution {execution_id} has not ended (it is "
-            f"{ws.status_of(state, ws.row(execution_id))}); `kairo-orch resume` goes on "
-            "with it, and `clean --force` removes it anyway",
+            f"{ws.status_of(state, ws.row(execution_id))}, supervisor pid "
+            f"{state.supervisor_pid}); `kairo-orch stop {short}` ends it, and `clean` then "
+            "removes what it left",
             execution_id=execution_id,
         )
-    if owner_alive(ws.row(execution_id)):
+    if state.ended is None and not force:
         raise OwnershipError(
-            f"execution {execution_id} is still running (supervisor pid "
-            f"{state.supervisor_pid}); stop it before cleaning",
+            f"execution {execution_id} has not ended (it is PAUSED); `kairo-orch resume "
+            f"{short}` goes on with it, and `clean --force` removes it anyway",
+            execution_id=execution_id,
+        )
+    if running:
+        raise OwnershipError(
+            f"execution {execution_id} ended {state.ended}, but its supervisor (pid "
+            f"{state.supervisor_pid}) is still letting go of it; try again in a moment",
             execution_id=execution_id,
         )
     return trio.run(_clean, ws, state, force)

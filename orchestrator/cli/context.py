@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.core.events import EndStatus
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import UsageError
@@ -15,6 +17,8 @@ from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.store import default_store_path, open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
+
+END_STATUSES: tuple[str, ...] = typing.get_args(EndStatus)
 
 
 @dataclass
@@ -45,6 +49,16 @@ class Workspace:
                 " run this there"
             )
         return execution_id
+
+    def resolve_unended(self, id_or_prefix: str | None) -> str:
+        """As `resolve_own`; left out, this repository's newest execution that has not
+        ended, else its newest: what `stop` and `resume` act on (an older execution may be
+        paused, its agents running, when a newer one has ended)."""
+        if not id_or_prefix:
+            for row in self.executions():
+                if row.status not in END_STATUSES:
+                    return row.execution_id
+        return self.resolve_own(id_or_prefix)
 
     def executions(self) -> list[ExecutionRow]:
         """This repository's executions, newest first."""

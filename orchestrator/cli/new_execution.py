@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-import typing
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
-from orchestrator.cli.context import Workspace, workspace_at
+from orchestrator.cli.context import END_STATUSES, Workspace, workspace_at
 from orchestrator.cli.launch import launch
 from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.core import events as ev
@@ -51,11 +51,14 @@ def start_execution(
         if checked.loaded.plan.integration_branch:
             _refuse_a_taken_branch(paths, checked, checked.loaded.plan.integration_branch)
     with workspace_at(paths, store_url) as ws:
-        interrupted = None if fresh else _interrupted_execution(ws, checked.loaded.plan.name)
-        if interrupted is not None:
+        unended = None if fresh else _unended_execution(ws, checked.loaded.plan.name)
+        if unended is not None:
+            execution_id, status = unended
+            if status != "PAUSED":
+                _refuse_a_second_run(execution_id, checked.loaded.plan.name, status)
             _offer_resume(
                 ws,
-                interrupted,
+                execution_id,
                 checked.loaded.plan.name,
                 wait=wait,
                 detach=detach,
@@ -115,15 +118,25 @@ def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: s
         )
 
 
-def _interrupted_execution(ws: Workspace, plan_name: str) -> str | None:
+def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:
+    """The newest execution of the plan that has not ended, and its status."""
     for row in ws.executions():
         # An ended execution's row says so (the end and the row's status are written in one
         # transaction): only the others' logs are read, not every run the repository had.
-        if row.plan_name != plan_name or row.status in typing.get_args(ev.EndStatus):
-            continue
-        if ws.status_of(ws.state(row.execution_id), row) == "PAUSED":
-            return row.execution_id
+        if row.plan_name == plan_name and row.status not in END_STATUSES:
+            return row.execution_id, ws.status_of(ws.state(row.execution_id), row)
     return None
+
+
+def _refuse_a_second_run(execution_id: str, plan_name: str, status: str) -> NoReturn:
+    """The same agents twice, at twice the cost, is rarely what a second `start` means."""
+    short = short_id(execution_id)
+    raise OwnershipError(
+        f"execution {execution_id} of plan {plan_name} is {status}: `kairo-orch attach "
+        f"{short}` shows it, `kairo-orch stop {short}` ends it, and `kairo-orch start "
+        "--fresh` starts another beside it",
+        execution_id=execution_id,
+    )
 
 
 def _offer_resume(

@@ -40,11 +40,12 @@ POLL_S = 0.05
 @click.option("--wait", is_flag=True, help="Block until the execution has ended.")
 @common_options
 def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: str | None) -> None:
-    """Stop an execution (the newest when ID is left out): running attempts finish and are
-    judged, accepted work is merged, nothing new starts. It ends STOPPED."""
+    """Stop an execution (the newest that has not ended when ID is left out): running
+    attempts finish and are judged, accepted work is merged, nothing new starts. It ends
+    STOPPED."""
     mode: StopMode = "now" if now else "graceful"
     with open_workspace(repo, store_url, create=False) as ws:
-        execution_id = ws.resolve_own(execution)
+        execution_id = ws.resolve_unended(execution)
         state = ws.state(execution_id)
         if state.ended is not None:
             click.echo(already_ended(execution_id, state.ended), err=True)
@@ -124,15 +125,17 @@ def _what_happens(state: ExecutionState, mode: StopMode, running: int) -> str:
     short = short_id(state.execution_id)
     if state.ended is not None and mode == "now" and running:
         return (
-            f"stopped {state.execution_id} at once: {running} running agent(s) killed, their "
-            f"partial work kept on refs/kairo/stopped/{short}/; it ended {state.ended}"
+            f"stopped {state.execution_id} at once: {running} running agent(s) killed, what "
+            f"they changed, if anything, kept on refs/kairo/stopped/{short}/; it ended "
+            f"{state.ended}"
         )
     if state.ended is not None:
         return f"execution {state.execution_id} ended {state.ended}"
     if mode == "now":
         return (
             f"stopping {state.execution_id} now: {running} running agent(s) are being killed, "
-            f"their partial work kept on refs/kairo/stopped/{short}/; nothing new starts"
+            f"what they changed, if anything, kept on refs/kairo/stopped/{short}/; nothing new "
+            "starts"
         )
     return (
         f"stopping {state.execution_id}: {running} running attempt(s) finish and are judged, "

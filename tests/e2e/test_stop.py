@@ -169,3 +169,55 @@ subtasks:
         line for line in git(repo, "worktree", "list").splitlines() if ".integration" in line
     ]
     assert integration_checkout == []  # removed with the execution's end
+
+
+def sleeper(kairo: Kairo, name: str) -> Path:
+    return kairo.write_plan(
+        f"version: 1\nname: {name}\nagent: {{kind: shell, run: 'sleep 60'}}\n"
+        "subtasks:\n  - id: a\n",
+        f"{name}.yaml",
+    )
+
+
+def test_stop_without_an_id_stops_the_newest_execution_that_has_not_ended(
+    kairo: Kairo,
+) -> None:
+    assert kairo.run("start", str(sleeper(kairo, "older")), "--detach").returncode == 0
+    older = kairo.json("status")["execution_id"]
+    quick = kairo.write_plan(
+        "version: 1\nname: newer\nagent: {kind: shell, run: 'echo x > x.txt'}\n"
+        "subtasks:\n  - id: a\n",
+        "newer.yaml",
+    )
+    assert kairo.run("start", str(quick), "--wait").returncode == 0  # the newest, ended
+
+    done = kairo.run("stop", "--now", "--wait")
+
+    assert done.returncode == 0, done.stderr
+    assert older in done.stderr and "what they changed, if anything" in done.stderr
+    assert kairo.json("status", older)["status"] == "STOPPED"
+
+
+def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> None:
+    plan = sleeper(kairo, "long")
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    short = kairo.json("status")["execution_id"][-6:].lower()
+
+    again = kairo.run("start", str(plan), "--detach")
+    cleaned = kairo.run("clean")
+    forced = kairo.run("clean", "--force")
+    spares = kairo.run("clean", "--spares")
+
+    assert again.returncode == 4, again.stderr
+    assert f"is RUNNING: `kairo-orch attach {short}` shows it" in again.stderr
+    assert "`kairo-orch start --fresh` starts another beside it" in again.stderr
+    assert len(kairo.json("list")) == 1
+    for refused in (cleaned, forced):
+        assert refused.returncode == 4, refused.stderr
+        assert f"`kairo-orch stop {short}` ends it" in refused.stderr
+    # The spares are the repository's: the running execution is named and left alone.
+    assert spares.returncode == 0, spares.stderr
+    assert "left alone, it has not ended (it is RUNNING)" in spares.stdout
+    assert "removed 0 spare worktrees" in spares.stdout
+    assert kairo.run("start", str(plan), "--detach", "--fresh").returncode == 0
+    assert [row["status"] for row in kairo.json("list")] == ["RUNNING", "RUNNING"]
