@@ -87,7 +87,9 @@ class Workspace:
 
 class NoExecutionYet(UsageError):
     def __init__(self) -> None:
-        super().__init__("there is no execution in this repository yet")
+        super().__init__(
+            "there is no execution in this repository yet; `kairo-orch start PLAN` starts one"
+        )
 
 
 @contextmanager

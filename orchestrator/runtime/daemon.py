@@ -51,8 +51,9 @@ def report_path(run_root: Path) -> Path:
 
 #: How long the live view waits for its go-ahead before it starts anyway.
 LIVE_VIEW_WAIT_S = 5
-#: The session's first window, where the live view runs.
+#: The session's first window, where the live view runs, and its pane's title.
 SUPERVISOR_WINDOW = "supervisor"
+LIVE_VIEW_TITLE = "live view: every subtask's state"
 
 
 def watch_command(execution_id: str, repo_root: Path) -> list[str]:
@@ -160,6 +161,7 @@ async def _open_session(
         await tmux.new_session(
             session,
             window_name=SUPERVISOR_WINDOW,
+            title=LIVE_VIEW_TITLE,
             command=command,
             cwd=paths.toplevel,
             environment=environment,

@@ -136,6 +136,7 @@ def new_session_argv(
     name: str,
     *,
     window_name: str,
+    title: str,
     command: Sequence[str],
     cwd: str,
     width: int,
@@ -154,6 +155,7 @@ def new_session_argv(
         ["set-option", "-t", target, "destroy-unattached", "off"],
         ["set-option", "-t", target, "history-limit", str(HISTORY_LIMIT)],
         *window_options(target),
+        *title_commands(["-t", target], title),  # else its border shows the host's name
     )
 
 

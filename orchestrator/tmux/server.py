@@ -96,11 +96,13 @@ class TmuxServer:
         window_name: str,
         command: Sequence[str],
         cwd: StrPath,
+        title: str | None = None,
         width: int = 250,
         height: int = 60,
         environment: Mapping[str, str] | None = None,
     ) -> str:
-        """Create detached session `name` running `command` in its first window; its pane id.
+        """Create detached session `name` running `command` in its first window, its pane
+        titled `title` (else the window's name); its pane id.
 
         The options are set in the same invocation, so a command that exits at once still
         leaves its pane (remain-on-exit) rather than taking the session with it.
@@ -108,6 +110,7 @@ class TmuxServer:
         argv = layout.new_session_argv(
             name,
             window_name=window_name,
+            title=title or window_name,
             command=command,
             cwd=os.fspath(cwd),
             width=width,

@@ -319,6 +319,7 @@ def test_the_tmux_session_has_a_live_view_and_titled_agent_panes(kairo: Kairo, r
     titles = sorted(
         line.split(" ", 1)[1] for line in panes.splitlines() if line.startswith("agents-")
     )
+    assert "supervisor live view: every subtask's state" in panes.splitlines()
     assert titles == sorted(
         [
             "greet-soft · merged",

@@ -229,7 +229,8 @@ def test_looking_into_a_repository_that_never_ran_one_creates_nothing(
     done = kairo.run(command)
     assert (done.returncode, done.stderr) == (
         2,
-        "kairo-orch: there is no execution in this repository yet\n",
+        "kairo-orch: there is no execution in this repository yet; "
+        "`kairo-orch start PLAN` starts one\n",
     )
     assert kairo.run("list").stdout == "no executions in this repository yet\n"
     assert not (repo / ".git" / "kairo").exists()

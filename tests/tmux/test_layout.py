@@ -104,7 +104,14 @@ def test_panes_opened_together_split_a_window_with_room_first() -> None:
 
 def test_new_session_sets_its_options_in_the_same_call() -> None:
     argv = layout.new_session_argv(
-        "s", window_name="w", command=["c", "d"], cwd="/", width=9, height=8, environment={"A": "1"}
+        "s",
+        window_name="w",
+        title="t",
+        command=["c", "d"],
+        cwd="/",
+        width=9,
+        height=8,
+        environment={"A": "1"},
     )
     create, *options = _commands(argv)
 
@@ -114,6 +121,7 @@ def test_new_session_sets_its_options_in_the_same_call() -> None:
     ]
     assert ["set-option", "-t", "=s:", "history-limit", str(layout.HISTORY_LIMIT)] in options
     assert ["set-option", "-w", "-t", "=s:", "pane-border-status", "top"] in options
+    assert ["set-option", "-p", "-t", "=s:", layout.TITLE_OPTION, "t"] in options
 
 
 def test_respawn_pane_sets_the_panes_environment_and_escapes_its_arguments() -> None:
