@@ -130,15 +130,28 @@ def no_progress(
     failing = attempt.exit_code != 0 or bool(attempt.verify_exit_code)
     if previous is None or not failing or not attempt.tree or attempt.tree != previous.tree:
         return None
-    if _failure_output(attempt) != _failure_output(previous):
+    exit_code, output = _failure_output(attempt)
+    if (exit_code, output) != _failure_output(previous):
         return None
+    what = "the agent" if attempt.exit_code else f"`{spec.verify}`"
     return ContinuationDecision(
         "escalate",
         reason=(
             f"no_progress: attempts {previous.number} and {attempt.number} left the same tree "
-            "and failed the same way"
+            f"and failed the same way: {what} exited with status {exit_code}"
+            f"{_last_line(output)}"
         ),
     )
+
+
+def _last_line(output: str, width: int = 160) -> str:
+    """`: ` and the output's last line (where a failure is most often named: `sh: 1: sedd:
+    not found`), printable and cut to `width`; empty for no output."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = "".join(c if c.isprintable() else " " for c in lines[-1])  # no terminal codes
+    return f": {line if len(line) <= width else line[: width - 1] + '…'}"
 
 
 def verify_gate(

@@ -241,7 +241,14 @@ def test_a_dependent_of_a_conflicted_subtask_is_skipped_with_the_reason() -> Non
         ),
         (
             World(verify_fails=["a"], stuck=["a"]),
-            "no_progress: attempts 1 and 2 left the same tree",
+            "no_progress: attempts 1 and 2 left the same tree and failed the same way: "
+            "`pytest` exited with status 1: boom",
+            2,
+        ),
+        (
+            World(exit_codes={"a": 127}, stuck=["a"]),
+            "no_progress: attempts 1 and 2 left the same tree and failed the same way: "
+            "the agent exited with status 127: same failure",
             2,
         ),
     ],
