@@ -23,6 +23,7 @@ from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide
 from orchestrator.core.ids import live_view_channel
 from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
@@ -181,14 +182,31 @@ def _failure_events(command: cmd.Command, error: KairoError) -> list[ev.Executio
 
 
 async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:
-    """Keep each agent pane's title saying its subtask's state; cosmetic, never fatal."""
+    """Keep each agent pane's title saying what became of it; cosmetic, never fatal. A
+    title it already has costs nothing (TmuxServer remembers them)."""
     if not subtask_id:
         return
-    view = state.subtask(subtask_id)
-    attempt = view.current_attempt
-    if attempt is None or not attempt.pane_id:
-        return
-    try:
-        await edges.tmux.set_pane_title(attempt.pane_id, f"{subtask_id} · {view.state}")
-    except KairoError as error:
-        log.debug("retitle_failed", pane_id=attempt.pane_id, error=error.message)
+    for pane_id, title in pane_titles(subtask_id, state.subtask(subtask_id)).items():
+        try:
+            await edges.tmux.set_pane_title(pane_id, title)
+        except KairoError as error:
+            log.debug("retitle_failed", pane_id=pane_id, error=error.message)
+
+
+def pane_titles(subtask_id: str, view: SubtaskView) -> dict[str, str]:
+    """Each attempt's pane: the last says the subtask's state; an earlier one, which a
+    retry left behind in its window, says how its attempt ended."""
+    titles: dict[str, str] = {}
+    last = len(view.attempts) - 1
+    for i, attempt in enumerate(view.attempts):
+        if not attempt.pane_id:
+            continue
+        numbered = f" · attempt {attempt.number}" if len(view.attempts) > 1 else ""
+        if i == last:
+            titles[attempt.pane_id] = f"{subtask_id} · {view.state}{numbered}"
+        elif attempt.interrupted:
+            titles[attempt.pane_id] = f"{subtask_id}{numbered} · interrupted"
+        else:
+            word = (attempt.reason or "").partition(":")[0]
+            titles[attempt.pane_id] = f"{subtask_id}{numbered} · sent back ({word or 'ended'})"
+    return titles
