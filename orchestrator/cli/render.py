@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -45,10 +46,12 @@ def status_table(document: dict[str, Any]) -> Table:
     for column in ("subtask", "state", "attempts", "tokens", "reason / worktree"):
         table.add_column(column)
     for item in document["subtasks"]:
-        detail = item["reason"] or item["worktree"] or ""
+        detail = item["reason"] or ""
         others = sorted({other for conflict in item["conflicts"] for other in conflict["with"]})
         if others:
             detail += f" (with {', '.join(others)})"
+        if item["worktree"]:  # a running subtask's, or one kept to look at what went wrong
+            detail = f"{detail}; worktree {item['worktree']}" if detail else item["worktree"]
         table.add_row(
             item["id"], styled(item["state"]), str(item["attempts"]), str(item["tokens"]), detail
         )
@@ -82,7 +85,18 @@ def _status_note(document: dict[str, Any]) -> str:
 def status(document: dict[str, Any]) -> None:
     out = console()
     out.print(status_header(document))
-    out.print(status_table(document))
+    _print_table(out, status_table(document))
+
+
+def _print_table(out: Console, table: Table) -> None:
+    """On a terminal as rich draws it; elsewhere without the spaces that pad each line's
+    last cell to its column's width, which a script reading the lines would have to strip."""
+    if out.is_terminal:
+        out.print(table)
+        return
+    with out.capture() as captured:
+        out.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def executions(items: list[dict[str, Any]]) -> None:
@@ -105,7 +119,7 @@ def executions(items: list[dict[str, Any]]) -> None:
             f"{item['merged']}/{item['subtasks']}",
             item["created_at"],
         )
-    out.print(table)
+    _print_table(out, table)
 
 
 def event_line(seq: int, created_at: str, event_type: str, payload: dict[str, Any]) -> str:

@@ -81,7 +81,12 @@ def test_six_subtasks_five_merge_one_conflicts_and_the_checkout_is_untouched(
         }
     ]
     assert loud["reason"].startswith("conflict:")
-    assert "(with greet-soft)" in kairo.run("status").stdout
+    # Off a terminal, plain lines: the conflict's other side and the worktree kept to look
+    # at it on its row, and no line padded with spaces for a script to strip.
+    text = kairo.run("status").stdout
+    row = next(line for line in text.splitlines() if line.startswith("greet-loud"))
+    assert f"(with greet-soft); worktree {loud['worktree']}" in row
+    assert loud["worktree"] and all(line == line.rstrip() for line in text.splitlines())
     assert kairo.run("stop", "--wait").returncode == 1  # it ended FAILED: --wait's outcome
 
     integration = status["integration_branch"]
