@@ -40,9 +40,17 @@ def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
 
 @click.command(hidden=True)
 @click.argument("execution", metavar="ID")
+@click.option(
+    "--store-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the store URL from this file (empty: the default store), not --store.",
+)
 @common_options
-def watch(execution: str, repo: Path, store_url: str | None) -> None:
+def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | None) -> None:
     """The supervisor window: every subtask's state, refreshed live."""
+    if store_file is not None:  # the supervisor's live view (daemon.write_live_view_store)
+        store_url = store_file.read_text(encoding="utf-8").strip() or None
     with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         state = ws.state(execution_id)

@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from orchestrator import logs
-from orchestrator.core.events import StopMode
+from orchestrator.core.events import ExecutionCreated, StopMode
 from orchestrator.core.ids import live_view_channel
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
@@ -51,12 +51,30 @@ def report_path(run_root: Path) -> Path:
 
 #: How long the live view waits for its go-ahead before it starts anyway.
 LIVE_VIEW_WAIT_S = 5
-#: The session's first window, where the live view runs, and its pane's title.
+#: The session's first window, where the live view runs.
 SUPERVISOR_WINDOW = "supervisor"
+#: The live view's pane title, on its border (tmux would show the host's name).
 LIVE_VIEW_TITLE = "live view: every subtask's state"
 
 
-def watch_command(execution_id: str, repo_root: Path) -> list[str]:
+def live_view_store_path(run_root: Path) -> Path:
+    return run_root / "live-view-store"
+
+
+def write_live_view_store(path: Path, store_url: str | None) -> None:
+    """The live view's store URL, in a file only its owner can read: a command line (the
+    view's, or that of the tmux call that starts a tmux server, which the server keeps) is
+    shown by `ps` to every user of the machine, and a PostgreSQL URL may hold a password.
+    Empty for the default store."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(store_url or "")
+    temporary.replace(path)
+
+
+def watch_command(execution_id: str, repo_root: Path, store_file: Path) -> list[str]:
     """The supervisor window's live view: `kairo-orch watch`, with this interpreter.
 
     It imports rich and the whole CLI (about 0.25 s of CPU), which would come just as the
@@ -64,7 +82,8 @@ def watch_command(execution_id: str, repo_root: Path) -> list[str]:
     waits first, in /bin/sh, until the supervisor has started its first agents (it signals
     `live_view_channel`) or LIVE_VIEW_WAIT_S have gone by; and it runs at a lower priority
     (`nice`) than the work it shows. The pane's own $TMUX is the server `wait-for` asks.
-    Its store comes in its environment (`live_view_environment`).
+    Its store is read from `store_file` (write_live_view_store), not the environment,
+    which holds the tmux server's KAIRO_STORE: that of whatever command started it.
     """
     nice = shutil.which("nice")
     argv = [
@@ -77,16 +96,10 @@ def watch_command(execution_id: str, repo_root: Path) -> list[str]:
         execution_id,
         "--repo",
         str(repo_root),
+        "--store-file",
+        str(store_file),
     ]
     return gated(argv, live_view_channel(execution_id), LIVE_VIEW_WAIT_S)
-
-
-def live_view_environment(store_url: str | None) -> dict[str, str]:
-    """The live view's store, as KAIRO_STORE: a command line is shown by `ps` to every user
-    of the machine for as long as it runs (hours), and a PostgreSQL URL may hold a password.
-    Empty for the default store, which the CLI reads as unset, since a pane would otherwise
-    get the tmux server's own KAIRO_STORE (that of whichever command started the server)."""
-    return {"KAIRO_STORE": store_url or ""}
 
 
 def gated(argv: list[str], channel: str, wait_s: float) -> list[str]:
@@ -126,9 +139,7 @@ async def run_supervisor(
         # Side by side: each is a few milliseconds of waiting on tmux or git, and the
         # first worktree waits for both.
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                _open_session, tmux, created.tmux_session, execution_id, paths, store_url
-            )
+            nursery.start_soon(_open_session, tmux, created, execution_id, paths, store_url)
             identity = await Identity.for_repo(paths.toplevel)
         edges = Edges(
             repo_root=paths.toplevel,
@@ -151,12 +162,18 @@ async def run_supervisor(
 
 
 async def _open_session(
-    tmux: TmuxServer, session: str, execution_id: str, paths: RepoPaths, store_url: str | None
+    tmux: TmuxServer,
+    created: ExecutionCreated,
+    execution_id: str,
+    paths: RepoPaths,
+    store_url: str | None,
 ) -> None:
     """The execution's tmux session with its live view; on a resume, a new live view (the
     last one may have ended with the execution, which a rerun reopens)."""
-    command = watch_command(execution_id, paths.toplevel)
-    environment = live_view_environment(store_url)
+    session = created.tmux_session
+    store_file = live_view_store_path(Path(created.run_root))
+    await trio.to_thread.run_sync(write_live_view_store, store_file, store_url)
+    command = watch_command(execution_id, paths.toplevel, store_file)
     if not await tmux.has_session(session):
         await tmux.new_session(
             session,
@@ -164,11 +181,10 @@ async def _open_session(
             title=LIVE_VIEW_TITLE,
             command=command,
             cwd=paths.toplevel,
-            environment=environment,
         )
         return
     try:
-        await tmux.respawn_pane(session, SUPERVISOR_WINDOW, command, environment=environment)
+        await tmux.respawn_pane(session, SUPERVISOR_WINDOW, command)
     except KairoError as error:  # a user closed the window: the agents' windows are what count
         log.info("live_view_not_restarted", error=error.message)
 

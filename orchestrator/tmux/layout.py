@@ -146,9 +146,9 @@ def new_session_argv(
     check_session_name(name)
     # set-option takes a pane target; "=name:" is the session's current window (its only one).
     target = f"{session_target(name)}:"
+    env = [a for k, v in (environment or {}).items() for a in ("-e", f"{k}={v}")]
     create = ["new-session", "-d", "-s", name, "-n", window_name, "-x", str(width)]
-    create += ["-y", str(height), "-c", literal(cwd), *environment_flags(environment)]
-    create += ["-P", "-F", "#{pane_id}"]
+    create += ["-y", str(height), "-c", literal(cwd), *env, "-P", "-F", "#{pane_id}"]
     return chain(
         [*create, "--", *pane_command(command)],
         # destroy-unattached is off by default, but a user's config may turn it on.
@@ -188,21 +188,10 @@ def window_target(session: str, name: str) -> str:
     return f"{session_target(session)}:={name}"
 
 
-def respawn_pane_argv(
-    session: str,
-    window: str,
-    command: Sequence[str],
-    environment: Mapping[str, str] | None = None,
-) -> Command:
+def respawn_pane_argv(session: str, window: str, command: Sequence[str]) -> Command:
     """Start `command` afresh in the pane of `session`'s `window`, ending what ran there."""
     target = window_target(session, window)
-    env = environment_flags(environment)
-    return chain(["respawn-pane", "-k", "-t", target, *env, "--", *pane_command(command)])
-
-
-def environment_flags(environment: Mapping[str, str] | None) -> list[str]:
-    """`-e NAME=VALUE` for each variable: the new pane's (a session's, for new-session)."""
-    return [a for k, v in (environment or {}).items() for a in ("-e", f"{k}={v}")]
+    return chain(["respawn-pane", "-k", "-t", target, "--", *pane_command(command)])
 
 
 def open_panes_argv(

@@ -250,17 +250,9 @@ class TmuxServer:
         else:
             self._titles[pane_id] = title
 
-    async def respawn_pane(
-        self,
-        session: str,
-        window: str,
-        command: Sequence[str],
-        *,
-        environment: Mapping[str, str] | None = None,
-    ) -> None:
-        """Start `command` afresh in the pane of `session`'s `window`, with `environment`
-        on top of the session's."""
-        await self._run(layout.respawn_pane_argv(session, window, command, environment))
+    async def respawn_pane(self, session: str, window: str, command: Sequence[str]) -> None:
+        """Start `command` afresh in the pane of `session`'s `window`."""
+        await self._run(layout.respawn_pane_argv(session, window, command))
 
     async def has_session(self, name: str) -> bool:
         """Whether session `name` exists (False, too, when no server runs)."""

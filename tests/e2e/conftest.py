@@ -157,8 +157,3 @@ def process_tree(root: int) -> list[int]:
 
 def command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-
-
-def environment(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(e.decode().partition("=")[::2] for e in entries if e)

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.store.base import format_timestamp
 from tests import postgres
-from tests.e2e.conftest import Kairo, command_line, environment, git, live_view
+from tests.e2e.conftest import Kairo, command_line, git, live_view
 from tests.e2e.test_pipeline import SLEEPER
 from tests.e2e.test_recovery import (
     CRASHY,
@@ -61,18 +61,24 @@ def test_a_run_on_postgresql_ends_as_on_sqlite_and_keeps_no_store_in_the_reposit
     assert [row["plan"] for row in on_postgres.json("list")] == ["crashy"]
 
 
-def test_the_live_view_gets_the_store_url_in_its_environment_not_on_its_command_line(
+def test_the_store_url_is_on_no_command_line_of_the_live_view_nor_the_tmux_server(
     on_postgres: Kairo, store_url: str
 ) -> None:
     # `ps` shows every user of the machine a command line, and a URL may hold a password.
-    assert (
-        on_postgres.run("start", str(on_postgres.write_plan(SLEEPER)), "--detach").returncode == 0
-    )
+    # The tmux server keeps the command line of the call that started it: kairo-orch's.
+    plan = on_postgres.write_plan(SLEEPER)
+    assert on_postgres.run("start", str(plan), "--detach").returncode == 0
+    status = on_postgres.json("status")
 
-    view = live_view(on_postgres, on_postgres.json("status")["tmux_session"], "agents run in")
+    view = live_view(on_postgres, status["tmux_session"], "agents run in")
 
-    assert [command_line(pid) for pid in view if "postgresql" in command_line(pid)] == []
-    assert environment(view[0])["KAIRO_STORE"] == store_url
+    server = int(on_postgres.tmux("display-message", "-p", "#{pid}").stdout)
+    lines = [command_line(pid) for pid in [server, *view]]
+    assert "new-session" in lines[0] and [line for line in lines if "postgresql" in line] == []
+    runs = on_postgres.repo / ".git" / "kairo" / "runs"
+    store_file = runs / status["execution_id"] / "live-view-store"
+    assert store_file.read_text() == store_url
+    assert store_file.stat().st_mode & 0o777 == 0o600
     assert on_postgres.run("stop", "--now", "--wait").returncode == 0
 
 

@@ -124,13 +124,10 @@ def test_new_session_sets_its_options_in_the_same_call() -> None:
     assert ["set-option", "-p", "-t", "=s:", layout.TITLE_OPTION, "t"] in options
 
 
-def test_respawn_pane_sets_the_panes_environment_and_escapes_its_arguments() -> None:
-    argv = layout.respawn_pane_argv("s", "w", ["c", "ends;"], {"KAIRO_STORE": "url;"})
+def test_respawn_pane_escapes_its_arguments() -> None:
+    argv = layout.respawn_pane_argv("s", "w", ["c", "ends;"])
 
-    assert argv == [
-        *["respawn-pane", "-k", "-t", "=s:=w", "-e", "KAIRO_STORE=url\\;"],
-        *["--", "c", "ends\\;"],
-    ]
+    assert argv == ["respawn-pane", "-k", "-t", "=s:=w", "--", "c", "ends\\;"]
 
 
 def test_next_window_fills_the_newest_agents_window() -> None:
