@@ -54,13 +54,14 @@ def clean(
             lines = _clean_every_ended(ws, force)
         else:
             state = ws.state(ws.resolve_own(execution))
-            if spares and execution is None and state.ended is None:
+            try:
+                lines = _clean_one(ws, state, force)
+            except OwnershipError as refused:
+                if not (spares and execution is None):
+                    raise
                 # The spares are the repository's, not the newest execution's: that one
                 # going on is no reason to keep them.
-                status = ws.status_of(state, ws.row(state.execution_id))
-                lines = [f"{state.execution_id}: left alone, it has not ended (it is {status})"]
-            else:
-                lines = _clean_one(ws, state, force)
+                lines = [f"{state.execution_id}: left alone, {refused.message}"]
         if spares:
             lines += trio.run(_remove_spares, ws)
     for line in lines:
@@ -70,19 +71,18 @@ def clean(
 def _clean_one(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
     execution_id = state.execution_id
     short = short_id(execution_id)
-    running = owner_alive(ws.row(execution_id))
-    if running and state.ended is None:
-        raise OwnershipError(
-            f"execution {execution_id} has not ended (it is "
-            f"{ws.status_of(state, ws.row(execution_id))}, supervisor pid "
-            f"{state.supervisor_pid}); `kairo-orch stop {short}` ends it, and `clean` then "
-            "removes what it left",
-            execution_id=execution_id,
+    row = ws.row(execution_id)
+    running = owner_alive(row)
+    if state.ended is None and (running or not force):
+        status = ws.status_of(state, row)
+        advice = (
+            f"`kairo-orch stop {short}` ends it, and `clean` then removes what it left"
+            if running
+            else f"`kairo-orch resume {short}` goes on with it, and `clean --force` removes "
+            "it anyway"
         )
-    if state.ended is None and not force:
         raise OwnershipError(
-            f"execution {execution_id} has not ended (it is PAUSED); `kairo-orch resume "
-            f"{short}` goes on with it, and `clean --force` removes it anyway",
+            f"execution {execution_id} has not ended (it is {status}); {advice}",
             execution_id=execution_id,
         )
     if running:

@@ -50,13 +50,14 @@ class Workspace:
             )
         return execution_id
 
-    def resolve_unended(self, id_or_prefix: str | None) -> str:
+    def resolve_unended(self, id_or_prefix: str | None, *, paused: bool = False) -> str:
         """As `resolve_own`; left out, this repository's newest execution that has not
-        ended, else its newest: what `stop` and `resume` act on (an older execution may be
-        paused, its agents running, when a newer one has ended)."""
+        ended (and, `paused`, has no live supervisor), else its newest: what `stop` and
+        `resume` act on, since an older execution may be going on, or paused with its
+        agents running, when a newer one has ended."""
         if not id_or_prefix:
             for row in self.executions():
-                if row.status not in END_STATUSES:
+                if row.status not in END_STATUSES and not (paused and owner_alive(row)):
                     return row.execution_id
         return self.resolve_own(id_or_prefix)
 

@@ -55,7 +55,7 @@ def start_execution(
         if unended is not None:
             execution_id, status = unended
             if status != "PAUSED":
-                _refuse_a_second_run(execution_id, checked.loaded.plan.name, status)
+                _refuse_a_second_run(execution_id, checked.loaded.plan, status)
             _offer_resume(
                 ws,
                 execution_id,
@@ -128,13 +128,17 @@ def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:
     return None
 
 
-def _refuse_a_second_run(execution_id: str, plan_name: str, status: str) -> NoReturn:
+def _refuse_a_second_run(execution_id: str, plan: ResolvedPlan, status: str) -> NoReturn:
     """The same agents twice, at twice the cost, is rarely what a second `start` means."""
     short = short_id(execution_id)
+    another = (
+        f"a second one needs an integration branch other than the plan's {plan.integration_branch}"
+        if plan.integration_branch
+        else "`kairo-orch start --fresh` starts another beside it"
+    )
     raise OwnershipError(
-        f"execution {execution_id} of plan {plan_name} is {status}: `kairo-orch attach "
-        f"{short}` shows it, `kairo-orch stop {short}` ends it, and `kairo-orch start "
-        "--fresh` starts another beside it",
+        f"execution {execution_id} of plan {plan.name} is {status}: `kairo-orch attach "
+        f"{short}` shows it, `kairo-orch stop {short}` ends it, and {another}",
         execution_id=execution_id,
     )
 

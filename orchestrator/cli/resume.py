@@ -33,8 +33,8 @@ def resume(
     repo: Path,
     store_url: str | None,
 ) -> None:
-    """Recover an interrupted execution (the newest that has not ended when ID is left
-    out; with --rerun-interrupted, the newest) and go on."""
+    """Recover an interrupted execution (when ID is left out, the newest that is paused,
+    else the newest) and go on."""
     # As in `start`: the supervisor is forked once the imports it shares with this command
     # are done, and the rest of each side's imports run side by side.
     with imports_out_of_gc():
@@ -44,9 +44,7 @@ def resume(
         from orchestrator.cli.launch import already_ended, launch, wait_until_ended
 
         with open_workspace(repo, store_url, create=False) as ws:
-            execution_id = (
-                ws.resolve_own(execution) if rerun_interrupted else ws.resolve_unended(execution)
-            )
+            execution_id = ws.resolve_unended(execution, paused=True)
             ws.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
             state = ws.state(execution_id)
             rerunnable = rerun_interrupted and any(

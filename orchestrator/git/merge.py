@@ -157,8 +157,9 @@ async def merge_branch(
     Three git processes for a merge of a commit oid onto a tip this process merged before
     (the supervisor's every merge but its first): merge-tree, commit-tree and update-ref.
     Otherwise, or without the repository's `git_common_dir`, the target is read by a
-    for-each-ref first; a source given by name is resolved by one more. `merge-base
-    --is-ancestor` runs only when the merged tree is the target's.
+    for-each-ref first; a source given by name is resolved by one more. When the merged
+    tree is the target's, the tip's parents are read (`rev-list`), then, unless the tip is
+    the merge of the source, `merge-base --is-ancestor` runs.
     """
     branch = target_ref.removeprefix("refs/heads/")
     if not target_ref.startswith("refs/heads/"):
@@ -169,7 +170,7 @@ async def merge_branch(
     if is_full_oid(source_commit):
         # An oid never moves: merge-tree and commit-tree may each read it, and a missing
         # one fails merge-tree (below). The supervisor always merges a recorded oid.
-        source_oid, source = source_commit, f"{source_commit}^{{commit}}"
+        source_oid, source = source_commit.lower(), f"{source_commit}^{{commit}}"
     else:
         try:
             source_oid = source = await rev_parse(repo_root, source_commit)
@@ -199,11 +200,12 @@ async def merge_branch(
     # A source the target already contains merges to the target's own tree; so does one
     # whose changes the target already has by other commits, which still gets its merge
     # commit (a later merge of it must find it contained). Any other tree needs no check.
-    if tree == previous_tree and await is_ancestor(repo_root, source, previous):
+    if tree == previous_tree:
         parents = await parents_of(repo_root, previous)
         if len(parents) == 2 and parents[1] == source_oid:  # the tip is this very merge
             return Merged(previous, parents[0], tree, already_merged=True)
-        return Merged(previous, previous, tree, already_merged=True)
+        if await is_ancestor(repo_root, source, previous):
+            return Merged(previous, previous, tree, already_merged=True)
 
     commit = await git(
         "commit-tree",

@@ -175,11 +175,11 @@ class PendingSupervisor:
             with self._words:
                 said = self._words.read().decode(errors="replace")
         lines = [line.strip() for line in said.splitlines() if line.strip()]
-        if lines:
-            return lines[-1].removeprefix(FAREWELL)
-        in_log = self._farewell_in_log()
-        if in_log:
-            return in_log
+        farewell = _last_farewell(lines) or self._farewell_in_log()
+        if farewell:
+            return farewell
+        if lines:  # a crash of the interpreter itself, say, which writes no farewell
+            return lines[-1]
         assert self._status is not None
         if self._status < 0:
             return f"it was killed by signal {-self._status} before it said anything"
@@ -195,8 +195,14 @@ class PendingSupervisor:
                 tail = log.read().decode(errors="replace")
         except OSError:
             return None
-        farewells = [line for line in tail.splitlines() if line.startswith(FAREWELL)]
-        return farewells[-1].removeprefix(FAREWELL).strip() if farewells else None
+        return _last_farewell(tail.splitlines())
+
+
+def _last_farewell(lines: list[str]) -> str | None:
+    farewells = [line for line in lines if line.startswith(FAREWELL)]
+    if not farewells:
+        return None
+    return farewells[-1].removeprefix(FAREWELL).strip() or None
 
 
 def farewell(error: BaseException) -> str:

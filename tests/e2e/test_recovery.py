@@ -181,6 +181,26 @@ def test_kill_9_while_two_agents_run_reattaches_them(
     assert [e["payload"]["resumed"] for e in starts] == [False, True]
 
 
+def test_resume_without_an_id_goes_on_with_the_paused_execution_not_a_newer_ended_one(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    start_then_kill_9(kairo, runs)
+    paused = kairo.json("status")["execution_id"]
+    quick = kairo.write_plan(
+        "version: 1\nname: quick\nagent: {kind: shell, run: 'echo q > q.txt'}\n"
+        "subtasks:\n  - id: q\n",
+        "quick.yaml",
+    )
+    assert kairo.run("start", str(quick), "--wait").returncode == 0  # the newest, ended
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert kairo.json("status", paused)["status"] == "COMPLETED"
+    assert sorted(runs.read_text().split()) == ["left", "right"]
+
+
 def test_resume_says_that_a_plan_modified_since_the_start_is_not_what_it_runs(
     kairo: Kairo, tmp_path: Path
 ) -> None:

@@ -199,6 +199,13 @@ def test_stop_without_an_id_stops_the_newest_execution_that_has_not_ended(
 
 
 def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> None:
+    # A first run leaves its two worktrees as spares; the running execution takes one.
+    quick = kairo.write_plan(
+        "version: 1\nname: quick\nagent: {kind: shell, run: 'echo x > $KAIRO_SUBTASK_ID'}\n"
+        "subtasks:\n  - id: a\n  - id: b\n",
+        "quick.yaml",
+    )
+    assert kairo.run("start", str(quick), "--wait").returncode == 0
     plan = sleeper(kairo, "long")
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     short = kairo.json("status")["execution_id"][-6:].lower()
@@ -211,13 +218,13 @@ def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> N
     assert again.returncode == 4, again.stderr
     assert f"is RUNNING: `kairo-orch attach {short}` shows it" in again.stderr
     assert "`kairo-orch start --fresh` starts another beside it" in again.stderr
-    assert len(kairo.json("list")) == 1
+    assert len(kairo.json("list")) == 2
     for refused in (cleaned, forced):
         assert refused.returncode == 4, refused.stderr
-        assert f"`kairo-orch stop {short}` ends it" in refused.stderr
+        assert f"has not ended (it is RUNNING); `kairo-orch stop {short}` ends it" in refused.stderr
     # The spares are the repository's: the running execution is named and left alone.
     assert spares.returncode == 0, spares.stderr
-    assert "left alone, it has not ended (it is RUNNING)" in spares.stdout
-    assert "removed 0 spare worktrees" in spares.stdout
+    assert "left alone, execution" in spares.stdout and "(it is RUNNING)" in spares.stdout
+    assert "removed 1 spare worktree\n" in spares.stdout
     assert kairo.run("start", str(plan), "--detach", "--fresh").returncode == 0
-    assert [row["status"] for row in kairo.json("list")] == ["RUNNING", "RUNNING"]
+    assert [row["status"] for row in kairo.json("list")] == ["RUNNING", "RUNNING", "COMPLETED"]

@@ -81,3 +81,27 @@ async def test_a_merge_written_but_not_recorded_is_found_and_checked(
     assert outcome.restored_commit == (None if kept else base)
     assert "not recorded" not in outcome.output_tail  # it ran: no "undone already" guess
     assert await rev_parse(repo, BRANCH) == (written.merge_commit if kept else base)
+
+
+async def test_a_merge_of_the_head_made_by_someone_else_is_not_ours_to_undo(
+    repo: Path,
+) -> None:
+    state, base, head = merged_unrecorded(repo, "false")
+    # The user committed onto the integration branch, then merged the subtask's branch.
+    run(repo, "switch", "-q", "-c", BRANCH, base)
+    write(repo / "mine.txt", "mine\n")
+    run(repo, "add", "mine.txt")
+    run(repo, "commit", "-q", "-m", "mine")
+    run(repo, "merge", "-q", "--no-ff", "-m", "their merge", head)
+    theirs = run(repo, "rev-parse", "HEAD").strip()
+    run(repo, "switch", "-q", "main")
+    where = edges(repo)
+
+    [merged] = await execute(where, state, cmd.MergeSubtask(subtask_id="s"))
+
+    assert isinstance(merged, ev.SubtaskMerged)
+    assert (merged.merge_commit, merged.previous_commit) == (theirs, theirs)
+    state = apply(state, merged, state.seq + 1)
+    [verified] = await execute(where, state, cmd.VerifyIntegration(subtask_id="s"))
+    assert isinstance(verified, ev.IntegrationVerified) and verified.exit_code == 1
+    assert await rev_parse(repo, BRANCH) == theirs  # the user's commit is still there
