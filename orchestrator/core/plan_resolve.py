@@ -271,13 +271,10 @@ class Resolver:
                 if target == i:
                     self.problems.at_value(at, f"subtask '{sub.id}' depends on itself")
                 elif target is None:
-                    close = difflib.get_close_matches(dep, list(self.owner), n=1)
-                    hint = f" (did you mean '{close[0]}'?)" if close else ""
-                    self.problems.at_value(
-                        at, f"subtask '{sub.id}' depends on unknown subtask '{dep}'{hint}"
-                    )
+                    self._unknown_dependency(at, sub.id, dep)
                 elif sub.id in graph and self.raw_ids[target] in graph:
                     graph[sub.id].append(str(self.raw_ids[target]))
+        self._check_dependencies_of_invalid(valid)
         while (cycle := find_cycle(graph)) is not None:
             ring = cycle[:-1]
             # Start at the member written first, so one plan always words its cycle alike.
@@ -293,6 +290,30 @@ class Resolver:
             )
             for member in ring:  # go on looking for cycles elsewhere, each reported once
                 del graph[member]
+
+    def _unknown_dependency(self, at: Path, subtask_id: str, dep: str) -> None:
+        close = difflib.get_close_matches(dep, list(self.owner), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        self.problems.at_value(
+            at, f"subtask '{subtask_id}' depends on unknown subtask '{dep}'{hint}"
+        )
+
+    def _check_dependencies_of_invalid(self, valid: list[tuple[int, RawSubtask]]) -> None:
+        """A subtask with another problem (a bad `timeout`, say) has its unknown
+        dependencies reported in the same round, not once that problem is fixed."""
+        items = self.doc.data.get("subtasks") if isinstance(self.doc.data, dict) else None
+        checked = {i for i, _ in valid}
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            raw_id = self.raw_ids[i]
+            depends_on = item.get("depends_on") if isinstance(item, dict) else None
+            if i in checked or raw_id is None or not isinstance(depends_on, list):
+                continue
+            for j, dep in enumerate(depends_on):
+                at: Path = ("subtasks", i, "depends_on", j)
+                if dep == raw_id:
+                    self.problems.at_value(at, f"subtask '{raw_id}' depends on itself")
+                elif isinstance(dep, str) and dep not in self.owner:
+                    self._unknown_dependency(at, raw_id, dep)
 
     def _concrete(self, depends_on: Sequence[str]) -> tuple[str, ...]:
         """Dependencies as concrete ids: naming a split entry names all of its parts."""

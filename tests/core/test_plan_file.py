@@ -469,6 +469,19 @@ def test_problems_of_subtasks_are_found_even_when_the_top_level_is_wrong() -> No
     ]
 
 
+def test_a_subtask_with_another_problem_has_its_unknown_dependencies_found_too() -> None:
+    text = (
+        HEAD + "subtasks:\n  - id: a\n  - id: c\n    depends_on: [zz, a, c]\n"
+        "    limits: {timeout: 10 minutes}\n"
+    )
+    assert problems(text) == [
+        "plan.yaml:7:18: subtask 'c' depends on unknown subtask 'zz'",
+        "plan.yaml:7:25: subtask 'c' depends on itself",
+        "plan.yaml:8:23: subtask 'c': limits.timeout must be a duration such as 30m, 90s, "
+        "4h or 1h30m, or a number of seconds (got '10 minutes')",
+    ]
+
+
 # --- files and split -----------------------------------------------------------------
 
 FILES = ["lib/a/1.py", "lib/a/2.py", "lib/a/3.py", "lib/b/4.py", "lib/5.py", "docs/x.md"]
