@@ -9,6 +9,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -71,6 +72,23 @@ def handed_over_to_its_log(workdir: str) -> None:
     assert "supervisor_crashed" in log.read_text()
     assert said is not None and "01NOSUCHEXECUTION" in said, said
     assert log.read_text().splitlines()[-1] == FAREWELL + said
+
+
+def a_farewell_comes_before_what_else_it_said(workdir: str) -> None:
+    class Noisy:  # something the supervisor's imports print, before the handover
+        @staticmethod
+        def find_spec(name: str, *_: object) -> None:
+            if name == "orchestrator.runtime.daemon":
+                print("DeprecationWarning: something the imports said")
+
+    sys.meta_path.insert(0, Noisy)  # type: ignore[arg-type]
+    repo = Path(workdir)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with pending_supervisor() as supervisor:
+        supervisor.hand_over(["01NOSUCHEXECUTION", "--repo", workdir], log_path=repo / "log")
+        assert supervisor.wait() != 0
+        said = supervisor.failure()
+    assert said is not None and "01NOSUCHEXECUTION" in said, said
 
 
 def a_farewell_is_only_its_own(workdir: str) -> None:

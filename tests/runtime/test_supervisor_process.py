@@ -52,6 +52,7 @@ def test_a_pending_supervisor(name: str) -> None:
     [
         "handed_over_to_its_log",
         "a_farewell_is_only_its_own",
+        "a_farewell_comes_before_what_else_it_said",
         "handed_over_after_it_died",
         "refused_while_a_store_is_open",
     ],
