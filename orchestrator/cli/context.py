@@ -12,7 +12,7 @@ from orchestrator.core.events import EndStatus
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import UsageError
-from orchestrator.git.repo import RepoPaths, discover_repo
+from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.store import default_store_path, open_store
@@ -93,6 +93,17 @@ class NoExecutionYet(UsageError):
         )
 
 
+def repository_at(repo: Path) -> RepoPaths:
+    """The repository a command acts on; where there is none, how to name one."""
+    try:
+        return discover_repo(repo)
+    except NotARepository as problem:
+        raise NotARepository(
+            f"{problem.message}; run kairo-orch in your repository's checkout, or name it "
+            "with --repo DIR"
+        ) from None
+
+
 @contextmanager
 def open_workspace(
     repo: Path, store_url: str | None, *, create: bool = True
@@ -100,7 +111,7 @@ def open_workspace(
     """The repository and its store. Without `create`, for a command that only looks (or
     acts on an execution that must exist), a default store not made yet is not made now:
     `NoExecutionYet` instead, and the repository is left as it was."""
-    paths = discover_repo(repo)
+    paths = repository_at(repo)
     if not create and store_url is None and not default_store_path(paths.git_common_dir).exists():
         raise NoExecutionYet
     with workspace_at(paths, store_url) as ws:

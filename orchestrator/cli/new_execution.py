@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import click
 
-from orchestrator.cli.context import END_STATUSES, Workspace, workspace_at
+from orchestrator.cli.context import END_STATUSES, Workspace, repository_at, workspace_at
 from orchestrator.cli.launch import launch
 from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.core import events as ev
@@ -17,7 +17,7 @@ from orchestrator.core.ids import default_integration_branch, short_id, tmux_ses
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists_sync
-from orchestrator.git.repo import RepoPaths, discover_repo, git_sync
+from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root
 from orchestrator.runtime.supervisor_process import PendingSupervisor
@@ -37,7 +37,7 @@ def start_execution(
     store_url: str | None,
     supervisor: PendingSupervisor,
 ) -> None:
-    paths = discover_repo(repo)
+    paths = repository_at(repo)
     tmux_version()  # refuse before anything is created, not once agents start
     spares_to_keep(os.environ)  # likewise: the supervisor reads it too
     checked = read_plan(plan, paths)

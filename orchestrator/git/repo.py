@@ -43,6 +43,10 @@ _LOCATING_VARIABLES = (
 _GLOBAL_OPTIONS = ("-c", "core.hooksPath=/dev/null")
 
 
+class NotARepository(EnvironmentProblem):
+    """The directory is in no git repository at all (not a bare one, not a broken one)."""
+
+
 @dataclass(frozen=True)
 class RepoPaths:
     """Where a repository lives; every path is absolute."""
@@ -121,7 +125,7 @@ def discover_repo(path: Path) -> RepoPaths:
     probe = _run_sync(["rev-parse", *query], start)
     if probe.returncode != 0:
         if "not a git repository" in probe.stderr:
-            raise EnvironmentProblem(f"{path} is not inside a git repository")
+            raise NotARepository(f"{path} is not inside a git repository")
         raise EnvironmentProblem(f"git cannot open the repository at {path}: {first_line(probe)}")
     is_bare, git_dir, common_dir = probe.stdout.splitlines()
     if is_bare == "true":

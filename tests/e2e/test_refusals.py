@@ -163,7 +163,12 @@ def test_outside_a_git_repository_start_exits_5(kairo: Kairo, tmp_path: Path) ->
     plan = kairo.write_plan("version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n")
     done = kairo.run("start", str(plan), "--repo", str(elsewhere), "--detach")
     assert done.returncode == 5
-    assert "not inside a git repository" in done.stderr
+    assert (
+        f"{elsewhere} is not inside a git repository; run kairo-orch in your repository's "
+        "checkout, or name it with --repo DIR" in done.stderr
+    )
+    looked = kairo.run("status", "--repo", str(elsewhere))
+    assert looked.returncode == 5 and "name it with --repo DIR" in looked.stderr
 
 
 def test_without_tmux_start_exits_5_and_creates_nothing(
