@@ -17,7 +17,7 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.history import diffstat
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.repo import Identity, all_paths_but, first_line, git
+from orchestrator.git.repo import Identity, add_all_but, first_line, git
 
 # git's own test for a trailer token is looser; this keeps ours unambiguous to parse.
 _TRAILER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
@@ -74,7 +74,7 @@ async def commit_all(
     (files copied in by the worktree's setup).
     """
     await _require_committable(worktree, expected_branch)
-    await git("add", "--all", "--", *all_paths_but(leave_out), cwd=worktree)
+    await add_all_but(worktree, leave_out)
     staged = await git("diff", "--cached", "--quiet", "--no-ext-diff", cwd=worktree, check=False)
     if staged.returncode not in (0, 1):
         raise StepFailed(f"cannot compare the index of {worktree}: {first_line(staged)}")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.git.refs import rev_parse, tree_of
-from orchestrator.git.repo import Identity, all_paths_but, git
+from orchestrator.git.repo import Identity, add_all_but, all_paths_but, git
 
 
 async def save_worktree_state(
@@ -31,7 +31,7 @@ async def save_worktree_state(
     with tempfile.TemporaryDirectory(prefix="kairo-index-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         await git("read-tree", head, cwd=worktree, env=env)
-        await git("add", "-A", "--", *all_paths_but(leave_out), cwd=worktree, env=env)
+        await add_all_but(worktree, leave_out, env=env)
         tree = (await git("write-tree", cwd=worktree, env=env)).stdout.strip()
     if head == safe_commit and tree == await tree_of(worktree, safe_commit):
         return None

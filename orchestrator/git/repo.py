@@ -295,3 +295,22 @@ def all_paths_but(paths: Sequence[str]) -> list[str]:
     """Pathspecs for the whole worktree less `paths` (literal, from the top), for `add`
     and `clean`: files kairo-orch put there that are no part of the agent's work."""
     return [":/", *(f":(top,literal,exclude){path}" for path in paths)]
+
+
+async def add_all_but(
+    worktree: Path, leave_out: Sequence[str], *, env: Mapping[str, str] | None = None
+) -> None:
+    """`git add --all` of the worktree less `leave_out`. Paths git ignores (a copied-in
+    `.env`, say) are not named: `add` takes no ignored file anyway, and a pathspec that
+    names one, even to exclude it, makes it fail (exit 1, though it added the rest)."""
+    named = list(leave_out)
+    if named:
+        found = await git(
+            "check-ignore", "-z", "--stdin", cwd=worktree, env=env, check=False,
+            stdin=b"".join(path.encode(errors="surrogateescape") + b"\0" for path in named),
+        )  # fmt: skip
+        if found.returncode not in (0, 1):  # 1: none is ignored
+            raise StepFailed(f"git check-ignore failed in {worktree}: {first_line(found)}")
+        ignored = set(found.stdout.split("\0"))
+        named = [path for path in named if path not in ignored]
+    await git("add", "--all", "--", *all_paths_but(named), cwd=worktree, env=env)

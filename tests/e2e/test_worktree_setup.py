@@ -30,12 +30,12 @@ subtasks:
 def test_copied_files_setup_and_ports_reach_the_agent_and_stay_out_of_its_commits(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
-    (repo / ".gitignore").write_text("deps/\n")
+    (repo / ".gitignore").write_text("deps/\n*.local\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "ignore deps")
     (repo / ".env").write_text("SECRET=1\n")  # untracked, not ignored: the hard case
     (repo / "config").mkdir()
-    (repo / "config" / "app.local").write_text("local=yes\n")
+    (repo / "config" / "app.local").write_text("local=yes\n")  # ignored: the usual one
     before = snapshot_checkout(repo)
     log = tmp_path / "setup.log"
 
