@@ -137,5 +137,5 @@ def report(document: dict[str, Any]) -> None:
     text = to_markdown(document)
     if out.is_terminal:
         out.print(Markdown(text))
-    else:
-        out.print(text, markup=False)
+    else:  # byte for byte what --markdown prints: rich would wrap its long lines
+        sys.stdout.write(text + "\n")

@@ -39,6 +39,8 @@ def test_a_verify_that_hangs_ends_with_its_subtask_timeout_and_says_so(kairo: Ka
     assert "exited with status 124" in view["reason"], view["reason"]
     report = kairo.run("report").stdout
     assert "collected 3 tests" in report and "ended after its timeout of 2s" in report
+    assert report == kairo.run("report", "--markdown").stdout  # off a terminal: Markdown
+    assert max(len(line) for line in report.splitlines()) > 240  # that rich would wrap
     assert processes_with(marker) == []
 
 
