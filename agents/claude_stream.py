@@ -15,7 +15,8 @@ The events, as Claude Code 2.1 prints them (pinned by tests/agents/standins/clau
                                         cacheCreationInputTokens,costUSD}}}
 
 Without credentials the result says `"subtype":"success","is_error":true` and the text
-"Not logged in · Please run /login": `is_error`, not the subtype, decides.
+"Not logged in · Please run /login": `is_error`, not the subtype, decides. The assistant
+message before it says `"error":"authentication_failed"`, which becomes the record's result.
 
 Tokens counted (what token budgets see): `input_tokens` = fresh input + cache writes (new
 text the model read), `output_tokens`. Cache reads, the same prompt read again on every
@@ -37,7 +38,7 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.stream_filter import RULE, count, main, one_line
+from agents.stream_filter import AUTHENTICATION_FAILED, RULE, count, main, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class ClaudeStream:
         self.session_id: str | None = None  # from system/init: the session exists
         self.result: dict[str, Any] | None = None
         self.by_message: dict[str, dict[str, Any]] = {}  # message id -> its last usage
+        self.error: str = ""  # an assistant message's `error`: "authentication_failed"
 
     def event(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -85,8 +87,10 @@ class ClaudeStream:
                 shown.append(_text(block["text"]).strip())
             elif block.get("type") == "tool_use":
                 shown.append(f"→ {block.get('name')}: {_summary(block.get('input'))}")
-        if event.get("error") and shown:  # e.g. "authentication_failed"
-            shown[0] = f"{event['error']}: {shown[0]}"
+        if event.get("error"):  # e.g. "authentication_failed"
+            self.error = _text(event["error"])
+            if shown:
+                shown[0] = f"{event['error']}: {shown[0]}"
         return "\n".join(shown) or None
 
     def finish(self, exit_code: int, stderr_tail: list[str]) -> tuple[dict[str, Any], str]:
@@ -103,6 +107,8 @@ class ClaudeStream:
             )
         subtype = _text(result.get("subtype")) or "unknown"
         is_error = bool(result.get("is_error")) or subtype != "success"
+        if is_error and self.error == AUTHENTICATION_FAILED:
+            subtype = AUTHENTICATION_FAILED  # its subtype says "success": no retry helps
         tokens = _tokens(result)
         cost = result.get("total_cost_usd")
         record = {

@@ -36,7 +36,7 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.stream_filter import RULE, count, main, one_line
+from agents.stream_filter import AUTHENTICATION_FAILED, RULE, count, main, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,7 +94,10 @@ class CodexStream:
             f"{record['input_tokens']} in / {record['output_tokens']} out tokens (+{cached} cached)"
         )
         if self.failure is not None:
-            record.update(result="turn_failed", is_error=True)
+            # A rejected key (401) fails every attempt alike: said so, no retry helps.
+            unauthorized = "401 Unauthorized" in self.failure
+            record.update(result=AUTHENTICATION_FAILED if unauthorized else "turn_failed")
+            record.update(is_error=True)
             return record, f"{RULE} codex failed: {one_line(self.failure, 300)} · {tokens}"
         if self.totals is None:
             record.update(result="truncated", is_error=True)

@@ -54,6 +54,9 @@ TAIL_LINES = 5
 POLL_SECONDS = 0.25
 DRAIN_SECONDS = 1.0
 RULE = "──"
+#: The result of an attempt whose agent could not log in: no second attempt can change it
+#: (continuation.py gives up at once on it).
+AUTHENTICATION_FAILED = "authentication_failed"
 
 
 def filter_argv(module_file: str, options: list[str], command: list[str]) -> list[str]:

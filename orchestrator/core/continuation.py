@@ -56,11 +56,25 @@ def stopped(
     return ContinuationDecision("escalate", reason=f"{attempt.stopped_by}{saved}")
 
 
+#: What the stream filters record for an agent that could not log in (agents/
+#: stream_filter.py): every attempt would fail alike, so none follows.
+AUTHENTICATION_FAILED = "authentication_failed"
+
+
 def agent_failure(
     spec: ResolvedSubtask, attempt: AttemptView, _: AttemptView | None
 ) -> ContinuationDecision | None:
     if attempt.exit_code == 0 and not attempt.is_error:
         return None
+    if attempt.result == AUTHENTICATION_FAILED:
+        return ContinuationDecision(
+            "escalate",
+            reason=(
+                f"agent_failed: the {spec.agent.kind} agent could not log in "
+                f"({AUTHENTICATION_FAILED}){_last_line(attempt.output_tail)}; log it in and "
+                "start the plan again"
+            ),
+        )
     cut_short = _cut_short(attempt)
     if cut_short is not None:
         return ContinuationDecision(

@@ -97,9 +97,14 @@ def test_claude_without_credentials_is_a_clean_reported_failure(
     assert_accepted(run)
     assert run.code == 1
     assert "Not logged in · Please run /login" in run.out
-    assert run.out.splitlines()[-1].startswith("── claude-code failed: success (is_error): Not")
+    last = run.out.splitlines()[-1]
+    assert last.startswith("── claude-code failed: authentication_failed: Not logged in")
     record = run.record  # decided: one usage line for every run, failed ones too
-    assert (record["result"], record["is_error"], record["input_tokens"]) == ("success", True, 0)
+    assert (record["result"], record["is_error"], record["input_tokens"]) == (
+        "authentication_failed",
+        True,
+        0,
+    )
     assert record["session_id"]
     if "model" in keys:
         assert "· model claude-sonnet" in run.out  # the alias, resolved

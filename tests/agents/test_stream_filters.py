@@ -91,10 +91,10 @@ def test_claude_without_credentials_fails_with_its_message(attempts: Attempts) -
     assert run.code == 1
     assert "authentication_failed: Not logged in · Please run /login" in lines(run)
     assert lines(run)[-1].startswith(
-        "── claude-code failed: success (is_error): Not logged in · Please run /login"
+        "── claude-code failed: authentication_failed: Not logged in · Please run /login"
     )
-    # the subtype says success; is_error decides
-    assert run.record["result"] == "success"
+    # the subtype says success; is_error decides, and the assistant's error names it
+    assert run.record["result"] == "authentication_failed"
     assert run.record["is_error"] is True
     assert run.record["input_tokens"] == run.record["output_tokens"] == 0
 
@@ -246,7 +246,7 @@ def test_codex_turn_failed_is_a_failure_with_its_message(attempts: Attempts) -> 
     )
     assert f"codex: {message}" in lines(run)
     assert lines(run)[-1] == f"── codex failed: {message} · 0 in / 0 out tokens (+0 cached)"
-    assert (run.record["result"], run.record["is_error"]) == ("turn_failed", True)
+    assert (run.record["result"], run.record["is_error"]) == ("authentication_failed", True)
 
 
 def test_a_codex_stream_without_turn_completed_is_truncated(attempts: Attempts) -> None:

@@ -246,6 +246,12 @@ def test_a_dependent_of_a_conflicted_subtask_is_skipped_with_the_reason() -> Non
             2,
         ),
         (
+            World(exit_codes={"a": 1}, results={"a": ("authentication_failed", True)}),
+            "agent_failed: the shell agent could not log in (authentication_failed): same "
+            "failure; log it in and start the plan again",
+            1,
+        ),
+        (
             World(exit_codes={"a": 127}, stuck=["a"]),
             "no_progress: attempts 1 and 2 left the same tree and failed the same way: "
             "the agent exited with status 127: same failure",
