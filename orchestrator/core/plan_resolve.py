@@ -152,7 +152,14 @@ class Resolver:
             ),
             subtasks=tuple(subtasks),
         )
-        return plan, self._warnings(valid)
+        unbounded = [
+            i
+            for i, sub in valid
+            if (agent := agents[i]) is not None
+            and agent.kind == "codex"
+            and "timeout" not in {**fields_set(head.limits), **fields_set(sub.limits)}
+        ]
+        return plan, self._warnings(valid, unbounded)
 
     def _resolved(
         self, head: RawPlan, sub: RawSubtask, agent: AgentSpec, parts: list[_Part]
@@ -325,8 +332,21 @@ class Resolver:
                 ids[part_id] = None
         return tuple(ids)
 
-    def _warnings(self, valid: list[tuple[int, RawSubtask]]) -> tuple[str, ...]:
+    def _warnings(
+        self, valid: list[tuple[int, RawSubtask]], unbounded: list[int]
+    ) -> tuple[str, ...]:
+        """Overlapping files, and codex agents no timeout bounds (`unbounded` entries)."""
         found = [Problem(pos, message) for pos, message in self.doc.warnings]
+        if unbounded:
+            more = f" (and {len(unbounded) - 1} more)" if len(unbounded) > 1 else ""
+            found.append(
+                Problem(
+                    self.doc.key_at(("subtasks", unbounded[0], "id")),
+                    f"subtask '{self.raw_ids[unbounded[0]]}'{more} runs codex with no "
+                    "limits.timeout: codex retries a lost connection for ever, so give it "
+                    "one (say 30m)",
+                )
+            )
         parts = [part for i, _ in valid for part in self.parts[i]]
         owners: dict[str, list[int]] = {}
         for index, part in enumerate(parts):

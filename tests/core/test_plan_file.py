@@ -456,6 +456,17 @@ def test_without_a_plan_agent_each_subtask_needs_its_own() -> None:
     )
 
 
+def test_codex_without_a_timeout_is_warned_of_once() -> None:
+    text = "version: 1\nname: demo\nagent: {kind: codex}\nsubtasks:\n  - id: a\n  - id: b\n"
+    assert load(text).warnings == (
+        "plan.yaml:5:5: subtask 'a' (and 1 more) runs codex with no limits.timeout: codex "
+        "retries a lost connection for ever, so give it one (say 30m)",
+    )
+    bounded = text.replace("subtasks:", "limits: {timeout: 30m}\nsubtasks:")
+    assert load(bounded).warnings == ()
+    assert load(text.replace("codex", "claude-code")).warnings == ()
+
+
 def test_adapter_kinds_need_no_run_or_command() -> None:
     text = "version: 1\nname: demo\nagent: {kind: codex}\nsubtasks:\n  - id: a\n"
     assert load(text).plan.subtasks[0].agent == AgentSpec(kind="codex")
