@@ -9,6 +9,7 @@ fails at once instead of waiting for a terminal nobody watches.
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import trio
@@ -21,6 +22,21 @@ from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
 
 PR_BODY = "pull-request.md"
+#: A review step's bound when the plan sets no execution timeout: a push or a `gh pr
+#: create` takes seconds, and one waiting on a prompt or a dead network would keep the
+#: execution running for ever.
+REVIEW_STEP_TIMEOUT_S = 600.0
+#: What a review step gets however late the execution is: its limit does not skip the step.
+REVIEW_STEP_MIN_S = 30.0
+
+
+def review_step_bound(state: ExecutionState, now: float) -> float:
+    """Seconds a review step may take: what is left of `execution_limits.timeout`, but at
+    least REVIEW_STEP_MIN_S; REVIEW_STEP_TIMEOUT_S without one."""
+    limit = state.plan.execution_limits.timeout_s
+    if limit is None or state.started_at is None:
+        return REVIEW_STEP_TIMEOUT_S
+    return max(REVIEW_STEP_MIN_S, limit - (now - state.started_at))
 
 
 async def run_review_step(
@@ -52,7 +68,13 @@ async def run_review_step(
         await trio.Path(body).write_text(text, encoding="utf-8")
         env["KAIRO_REPORT_FILE"] = str(body)
         command = review.pr_command
-    result = await run_shell(command, cwd=edges.repo_root, env=env)
+    result = await run_shell(
+        command,
+        cwd=edges.repo_root,
+        env=env,
+        timeout_s=review_step_bound(state, time.time()),
+        stop=edges.stop_now,
+    )
     return [
         ev.ReviewStepFinished(
             step=step, exit_code=result.exit_code, output_tail=result.output[-OUTPUT_TAIL_BYTES:]
