@@ -133,7 +133,7 @@ def wait_until_ended(
             merged = len(state.merged)
             click.echo(
                 f"{execution_id} ended {state.ended}: {merged} of "
-                f"{_count(len(state.subtasks), 'subtask')} merged; "
+                f"{_count(len(state.subtasks), 'subtask')} merged{_review_failures(state)}; "
                 f"`kairo-orch report {short_id(execution_id)}` says what happened",
                 err=True,
             )
@@ -151,6 +151,17 @@ def wait_until_ended(
             )
             return EXIT_SUPERVISOR_DIED
         time.sleep(POLL_S * 2)
+
+
+def _review_failures(state: ExecutionState) -> str:
+    """The review steps that failed, which change no exit code but are easy to miss."""
+    failed = [
+        f"{'the pull request command' if step == 'pull_request' else 'the push'} failed "
+        f"(exit {finished.exit_code})"
+        for step, finished in state.review.items()
+        if finished is not None and finished.exit_code not in (0, None)  # None: not run
+    ]
+    return f", but {' and '.join(failed)}" if failed else ""
 
 
 def already_ended(execution_id: str, ended: str) -> str:

@@ -85,6 +85,7 @@ def test_a_push_to_a_remote_that_refuses_is_reported_and_no_pull_request_follows
     done = kairo.run("start", str(plan), "--wait")
 
     assert done.returncode == 0, done.stderr  # the subtasks merged; the report says the rest
+    assert "1 of 1 subtask merged, but the push failed (exit 128);" in done.stderr
     report = kairo.json("report")
     (push, pull) = report["review"]
     assert push["step"] == "push" and push["exit_code"] not in (0, None)
