@@ -11,6 +11,7 @@ from ruamel.yaml.error import YAMLError
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.errors import KairoError, PlanError, UsageError
+from orchestrator.git.copied_files import files_to_copy
 from orchestrator.git.history import tracked_files_sync
 from orchestrator.git.refs import rev_parse_sync
 from orchestrator.git.repo import RepoPaths
@@ -22,10 +23,11 @@ class PlanInRepo:
     loaded: LoadedPlan
     base_commit: str | None  # None outside a repository
     path: Path
+    checkout_warnings: tuple[str, ...] = ()  # of what the checkout has, not the plan file
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return self.loaded.warnings
+        return self.loaded.warnings + self.checkout_warnings
 
 
 def read_plan_text(path: Path) -> str:
@@ -68,7 +70,15 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
             problem = f"base '{base_name}' is not a commit of the repository at {repo.toplevel}"
         raise PlanError([f"{filename}: {problem}"]) from None
     tracked = tracked_files_sync(repo.toplevel, base_commit)
-    return PlanInRepo(load_plan(text, filename, tracked), base_commit, path)
+    loaded = load_plan(text, filename, tracked)
+    known = set(tracked)
+    missing = [
+        f"{filename}: worktree.copy_files: '{pattern}' matches no file of the checkout "
+        f"{repo.toplevel} that git does not track: no worktree will have it"
+        for pattern in loaded.plan.worktree.copy_files
+        if not files_to_copy(repo.toplevel, [pattern], known)
+    ]
+    return PlanInRepo(loaded, base_commit, path, tuple(missing))
 
 
 def require_runnable(plan: ResolvedPlan) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.errors import StepFailed
+from orchestrator.git.copied_files import files_to_copy
 from orchestrator.git.history import tracked_files
 from orchestrator.runtime.processes import run_shell
 
@@ -26,19 +27,11 @@ SETUP_DONE = "setup.done"
 def _copy(
     source_root: Path, worktree: Path, patterns: Sequence[str], tracked: set[str]
 ) -> list[str]:
-    # Imported here, by the few plans that copy files: ~7 ms of every supervisor's start-up.
-    from wcmatch import glob
-
-    copied = []
-    flags = glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH
-    for relative in sorted(set(glob.glob(list(patterns), root_dir=source_root, flags=flags))):
-        source = source_root / relative
-        if relative in tracked or ".git" in Path(relative).parts or not source.is_file():
-            continue  # git brings tracked files; directories come with their files
+    copied = files_to_copy(source_root, patterns, tracked)  # git brings the tracked ones
+    for relative in copied:
         target = worktree / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
-        copied.append(relative)
+        shutil.copy2(source_root / relative, target)
     return copied
 
 

@@ -72,3 +72,18 @@ def test_a_failing_setup_fails_its_subtask_with_setup_failed(kairo: Kairo, repo:
         "setup_failed: `echo no package.json here; exit 4` exited with status 4 in the new "
         "worktree of a (no package.json here); its output is in "
     )
+
+
+def test_a_copy_files_pattern_that_matches_nothing_is_warned_of(kairo: Kairo, repo: Path) -> None:
+    (repo / ".env").write_text("SECRET=1\n")
+    plan = kairo.write_plan(
+        "version: 1\nname: copies\nworktree: {copy_files: [.env, README.md, missing.txt]}\n"
+        "agent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: a\n"
+    )
+
+    done = kairo.run("validate", str(plan))
+
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stdout.splitlines() if line.startswith("warning:")]
+    assert [line.split("'")[1] for line in warned] == ["README.md", "missing.txt"]  # tracked
+    assert "matches no file of the checkout" in warned[0]

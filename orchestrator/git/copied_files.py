@@ -1,0 +1,22 @@
+"""Which files of the main checkout `worktree.copy_files` brings into a new worktree: those
+its globs match that git does not carry (untracked or ignored), files only."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+
+def files_to_copy(checkout: Path, patterns: Sequence[str], tracked: Collection[str]) -> list[str]:
+    """Their paths relative to `checkout`, sorted; `tracked` are the base commit's files."""
+    # Imported here, by the few plans that copy files: ~7 ms of every supervisor's start-up.
+    from wcmatch import glob
+
+    flags = glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH
+    return [
+        relative
+        for relative in sorted(set(glob.glob(list(patterns), root_dir=checkout, flags=flags)))
+        if relative not in tracked
+        and ".git" not in Path(relative).parts
+        and (checkout / relative).is_file()  # directories come with their files
+    ]
