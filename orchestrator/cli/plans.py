@@ -14,7 +14,7 @@ from orchestrator.errors import KairoError, PlanError, UsageError
 from orchestrator.git.copied_files import files_to_copy
 from orchestrator.git.history import tracked_files_sync
 from orchestrator.git.refs import rev_parse_sync
-from orchestrator.git.repo import RepoPaths
+from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.runtime.sandbox import sandbox_for
 
 
@@ -71,6 +71,14 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
         raise PlanError([f"{filename}: {problem}"]) from None
     tracked = tracked_files_sync(repo.toplevel, base_commit)
     loaded = load_plan(text, filename, tracked)
+    push = loaded.plan.review.push
+    if push is not None and not _is_remote(repo.toplevel, push):
+        raise PlanError(
+            [
+                f"{filename}: review.push: '{push}' is no remote of the repository at "
+                f"{repo.toplevel} (`git remote` lists them), nor a URL or a path"
+            ]
+        )
     known = set(tracked)
     missing = [
         f"{filename}: worktree.copy_files: '{pattern}' matches no file of the checkout "
@@ -79,6 +87,16 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
         if not files_to_copy(repo.toplevel, [pattern], known)
     ]
     return PlanInRepo(loaded, base_commit, path, tuple(missing))
+
+
+def _is_remote(checkout: Path, push: str) -> bool:
+    """Whether `git push PUSH` has somewhere to go: a configured remote, a URL (also
+    `host:path`), or an existing path. Anything else git takes for a path that is not there,
+    and says so only when the execution ends."""
+    if "://" in push or ":" in push or (checkout / Path(push).expanduser()).exists():
+        return True  # a path: relative to the checkout, where the push runs
+    remotes = git_sync("remote", cwd=checkout, check=False)
+    return remotes.returncode != 0 or push in remotes.stdout.split()
 
 
 def require_runnable(plan: ResolvedPlan) -> None:

@@ -76,6 +76,7 @@ def test_a_push_to_a_remote_that_refuses_is_reported_and_no_pull_request_follows
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     kairo.env["PATH"] = f"{stand_in_gh(tmp_path)}:{kairo.env['PATH']}"
+    git(repo, "remote", "add", "nowhere", str(tmp_path / "gone.git"))  # a remote, not there
     plan = kairo.write_plan(
         "version: 1\nname: refused\n"
         "review: {push: nowhere, pr_command: 'gh pr create'}\n"
@@ -89,7 +90,7 @@ def test_a_push_to_a_remote_that_refuses_is_reported_and_no_pull_request_follows
     report = kairo.json("report")
     (push, pull) = report["review"]
     assert push["step"] == "push" and push["exit_code"] not in (0, None)
-    assert "nowhere" in push["output_tail"]
+    assert "gone.git" in push["output_tail"]
     assert pull == {
         "step": "pull_request",
         "exit_code": None,
@@ -97,3 +98,18 @@ def test_a_push_to_a_remote_that_refuses_is_reported_and_no_pull_request_follows
     }
     assert not (tmp_path / "gh.args").exists()
     assert "- push: failed (exit status" in kairo.run("report").stdout
+
+
+def test_a_push_to_no_remote_url_or_path_is_refused_before_anything_runs(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: typo\nreview: {push: orign}\n"
+        "agent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: a\n"
+    )
+
+    for command in ("validate", "start"):
+        done = kairo.run(command, str(plan), *(["--detach"] if command == "start" else []))
+        assert done.returncode == 2, done.stderr
+        assert "review.push: 'orign' is no remote of the repository" in done.stderr
+    assert kairo.run("list").stdout == "no executions in this repository yet\n"
