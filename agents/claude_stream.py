@@ -107,8 +107,8 @@ class ClaudeStream:
             )
         subtype = _text(result.get("subtype")) or "unknown"
         is_error = bool(result.get("is_error")) or subtype != "success"
-        if is_error and self.error == AUTHENTICATION_FAILED:
-            subtype = AUTHENTICATION_FAILED  # its subtype says "success": no retry helps
+        if is_error and subtype == "success" and self.error == AUTHENTICATION_FAILED:
+            subtype = AUTHENTICATION_FAILED  # "success" says nothing; no retry helps this
         tokens = _tokens(result)
         cost = result.get("total_cost_usd")
         record = {

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re  # json imports it anyway
 import sys
 
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 LABEL = "codex"
+# A turn that failed because codex is not signed in: a 401, or a refresh token refused.
+_UNAUTHORIZED = re.compile(r"\b401\b|refresh token|sign in again|log ?in again", re.IGNORECASE)
 TOTAL_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
@@ -94,8 +97,8 @@ class CodexStream:
             f"{record['input_tokens']} in / {record['output_tokens']} out tokens (+{cached} cached)"
         )
         if self.failure is not None:
-            # A rejected key (401) fails every attempt alike: said so, no retry helps.
-            unauthorized = "401 Unauthorized" in self.failure
+            # A rejected key or an expired sign-in fails every attempt alike: no retry helps.
+            unauthorized = _UNAUTHORIZED.search(self.failure) is not None
             record.update(result=AUTHENTICATION_FAILED if unauthorized else "turn_failed")
             record.update(is_error=True)
             return record, f"{RULE} codex failed: {one_line(self.failure, 300)} · {tokens}"

@@ -12,8 +12,10 @@ nothing reliable), written by agents/stream_filter.py when the agent has exited:
                                                   ("success", "error_max_turns",
                                                   "error_during_execution", ...); codex:
                                                   "success" | "turn_failed"; both:
-                                                  "truncated" when the stream ended with no
-                                                  result (cut short, or the program failed)
+                                                  "authentication_failed" when it could not
+                                                  log in, "truncated" when the stream ended
+                                                  with no result (cut short, or the program
+                                                  failed)
      "is_error": bool,                            the run did not end well
      "exit_code": int,                            the wrapped program's status
      "num_turns": int | null,                     claude-code

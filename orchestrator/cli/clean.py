@@ -18,6 +18,7 @@ from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edges import integration_checkout
 from orchestrator.runtime.ownership import owner_alive
+from orchestrator.runtime.supervisor_process import live_view_store_path
 from orchestrator.tmux.server import TmuxServer
 
 
@@ -173,5 +174,8 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
     if await tmux.has_session(state.created.tmux_session):
         await tmux.kill_session(state.created.tmux_session)
         lines.append(f"killed tmux session {state.created.tmux_session}")
+    # What the live view read its store URL from, which may hold a password; it is gone
+    # with the session (the log, the report and the attempts' records stay).
+    await trio.Path(live_view_store_path(Path(state.created.run_root))).unlink(missing_ok=True)
     lines.append(f"kept the integration branch {integration}")
     return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -116,7 +117,7 @@ def report(
         document = build_report(state, ws.status_of(state, ws.row(execution_id)))
     if as_json:
         click.echo(json.dumps(document, indent=2))
-    elif as_markdown:
+    elif as_markdown or not sys.stdout.isatty():  # off a terminal: the Markdown itself
         click.echo(to_markdown(document))
     else:
         render.report(document)

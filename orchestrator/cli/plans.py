@@ -11,7 +11,7 @@ from ruamel.yaml.error import YAMLError
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.errors import KairoError, PlanError, UsageError
-from orchestrator.git.copied_files import files_to_copy
+from orchestrator.git.copied_files import unmatched_patterns
 from orchestrator.git.history import tracked_files_sync
 from orchestrator.git.refs import rev_parse_sync
 from orchestrator.git.repo import RepoPaths, git_sync
@@ -72,29 +72,32 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
     tracked = tracked_files_sync(repo.toplevel, base_commit)
     loaded = load_plan(text, filename, tracked)
     push = loaded.plan.review.push
-    if push is not None and not _is_remote(repo.toplevel, push):
+    if push is not None and not _push_has_target(repo.toplevel, push):
         raise PlanError(
             [
                 f"{filename}: review.push: '{push}' is no remote of the repository at "
                 f"{repo.toplevel} (`git remote` lists them), nor a URL or a path"
             ]
         )
-    known = set(tracked)
     missing = [
         f"{filename}: worktree.copy_files: '{pattern}' matches no file of the checkout "
         f"{repo.toplevel} that git does not track: no worktree will have it"
-        for pattern in loaded.plan.worktree.copy_files
-        if not files_to_copy(repo.toplevel, [pattern], known)
+        for pattern in unmatched_patterns(repo.toplevel, loaded.plan.worktree.copy_files, tracked)
     ]
     return PlanInRepo(loaded, base_commit, path, tuple(missing))
 
 
-def _is_remote(checkout: Path, push: str) -> bool:
+def _push_has_target(checkout: Path, push: str) -> bool:
     """Whether `git push PUSH` has somewhere to go: a configured remote, a URL (also
     `host:path`), or an existing path. Anything else git takes for a path that is not there,
     and says so only when the execution ends."""
-    if "://" in push or ":" in push or (checkout / Path(push).expanduser()).exists():
-        return True  # a path: relative to the checkout, where the push runs
+    if "://" in push or ":" in push:
+        return True
+    try:  # a path is relative to the checkout, where the push runs
+        if (checkout / Path(push).expanduser()).exists():
+            return True
+    except (RuntimeError, OSError):  # `~nobody/x`; a name too long to be a path
+        pass
     remotes = git_sync("remote", cwd=checkout, check=False)
     return remotes.returncode != 0 or push in remotes.stdout.split()
 

@@ -128,14 +128,9 @@ def event_line(seq: int, created_at: str, event_type: str, payload: dict[str, An
 
 
 def report(document: dict[str, Any]) -> None:
-    """Rendered Markdown on a terminal; the Markdown itself elsewhere (`--markdown` always)."""
+    """The report rendered, for a terminal (`report` prints the Markdown itself elsewhere)."""
     from rich.markdown import Markdown
 
     from orchestrator.core.report import to_markdown
 
-    out = console()
-    text = to_markdown(document)
-    if out.is_terminal:
-        out.print(Markdown(text))
-    else:  # byte for byte what --markdown prints: rich would wrap its long lines
-        sys.stdout.write(text + "\n")
+    console().print(Markdown(to_markdown(document)))

@@ -10,8 +10,7 @@ from orchestrator.cli.options import common_options
 from orchestrator.cli.plans import read_plan, require_runnable
 from orchestrator.cli.render import console
 from orchestrator.core.dag import merge_order
-from orchestrator.errors import EnvironmentProblem
-from orchestrator.git.repo import discover_repo
+from orchestrator.git.repo import NotARepository, discover_repo
 
 
 @click.command()
@@ -21,7 +20,7 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     """Check PLAN and print its subtasks and dependency order."""
     try:
         paths = discover_repo(repo)
-    except EnvironmentProblem:
+    except NotARepository:
         paths = None  # a plan can be checked anywhere; `split` then needs a repository
     checked = read_plan(plan, paths)
     resolved = checked.loaded.plan

@@ -157,7 +157,8 @@ class Resolver:
             for i, sub in valid
             if (agent := agents[i]) is not None
             and agent.kind == "codex"
-            and "timeout" not in {**fields_set(head.limits), **fields_set(sub.limits)}
+            and {**fields_set(head.limits), **fields_set(sub.limits)}.get("timeout") is None
+            and plan.execution_limits.timeout_s is None  # which ends running attempts too
         ]
         return plan, self._warnings(valid, unbounded)
 
@@ -313,6 +314,8 @@ class Resolver:
         for i, item in enumerate(items if isinstance(items, list) else []):
             raw_id = self.raw_ids[i]
             depends_on = item.get("depends_on") if isinstance(item, dict) else None
+            if isinstance(depends_on, str):
+                depends_on = [depends_on]  # as plan_file reads one dependency
             if i in checked or raw_id is None or not isinstance(depends_on, list):
                 continue
             for j, dep in enumerate(depends_on):

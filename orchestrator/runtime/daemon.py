@@ -39,6 +39,7 @@ from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.runtime.supervisor import supervise
+from orchestrator.runtime.supervisor_process import live_view_store_path
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
@@ -55,10 +56,6 @@ LIVE_VIEW_WAIT_S = 5
 SUPERVISOR_WINDOW = "supervisor"
 #: The live view's pane title, on its border (tmux would show the host's name).
 LIVE_VIEW_TITLE = "live view: every subtask's state"
-
-
-def live_view_store_path(run_root: Path) -> Path:
-    return run_root / "live-view-store"
 
 
 def write_live_view_store(path: Path, store_url: str | None) -> None:

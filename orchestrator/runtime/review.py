@@ -31,12 +31,13 @@ REVIEW_STEP_MIN_S = 30.0
 
 
 def review_step_bound(state: ExecutionState, now: float) -> float:
-    """Seconds a review step may take: what is left of `execution_limits.timeout`, but at
-    least REVIEW_STEP_MIN_S; REVIEW_STEP_TIMEOUT_S without one."""
+    """Seconds a review step may take: REVIEW_STEP_TIMEOUT_S, or what is left of
+    `execution_limits.timeout` if less, but at least REVIEW_STEP_MIN_S."""
     limit = state.plan.execution_limits.timeout_s
     if limit is None or state.started_at is None:
         return REVIEW_STEP_TIMEOUT_S
-    return max(REVIEW_STEP_MIN_S, limit - (now - state.started_at))
+    left = limit - (now - state.started_at)
+    return max(REVIEW_STEP_MIN_S, min(REVIEW_STEP_TIMEOUT_S, left))
 
 
 async def run_review_step(

@@ -53,6 +53,11 @@ def supervisor_log_path(run_root: Path) -> Path:
     return run_root / "supervisor.log"
 
 
+def live_view_store_path(run_root: Path) -> Path:
+    """Where the live view reads its store URL from (daemon.write_live_view_store)."""
+    return run_root / "live-view-store"
+
+
 def daemon_arguments(
     execution_id: str,
     *,

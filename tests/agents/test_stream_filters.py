@@ -6,10 +6,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from agents.base import AgentAdapter
 from agents.claude_code import ClaudeCodeAgent
+from agents.claude_stream import ClaudeStream
 from agents.codex import CodexAgent
+from agents.codex_stream import CodexStream
+from agents.stream_filter import AUTHENTICATION_FAILED
 from agents.usage import resume_point, resumed
+from orchestrator.core import continuation
 from orchestrator.core.plan import AgentSpec
 from tests.agents.conftest import Attempts, Run
 
@@ -301,3 +307,42 @@ def test_a_process_the_agent_leaves_behind_does_not_hold_the_filter(attempts: At
     assert time.monotonic() - started < 10
     assert run.code == 0
     assert run.record["result"] == "success"
+
+
+@pytest.mark.parametrize(
+    ("message", "result"),
+    [
+        ("unexpected status 401 Unauthorized: Incorrect API key provided", AUTHENTICATION_FAILED),
+        (
+            "Your access token could not be refreshed because your refresh token has expired. "
+            "Please log out and sign in again.",
+            AUTHENTICATION_FAILED,
+        ),
+        ("stream disconnected before completion: error sending request", "turn_failed"),
+        ("unexpected status 4010: not an HTTP status", "turn_failed"),
+    ],
+)
+def test_a_codex_turn_failed_for_want_of_a_login_is_authentication_failed(
+    message: str, result: str
+) -> None:
+    stream = CodexStream()
+    stream.event({"type": "turn.failed", "error": {"message": message}})
+    record, closing = stream.finish(1, [])
+    assert (record["result"], record["is_error"]) == (result, True)
+    assert closing.startswith(f"── codex failed: {message[:40]}")
+
+
+def test_a_claude_error_names_the_result_only_when_its_subtype_says_nothing() -> None:
+    def finished(subtype: str) -> str:
+        stream = ClaudeStream()
+        stream.event({"type": "assistant", "error": AUTHENTICATION_FAILED, "message": {}})
+        stream.event({"type": "result", "subtype": subtype, "is_error": True, "num_turns": 1})
+        record, _ = stream.finish(1, [])
+        return str(record["result"])
+
+    assert finished("success") == AUTHENTICATION_FAILED
+    assert finished("error_max_turns") == "error_max_turns"  # cut short: sent back, as before
+
+
+def test_the_result_the_filters_record_is_the_one_continuation_gives_up_on() -> None:
+    assert AUTHENTICATION_FAILED == continuation.AUTHENTICATION_FAILED

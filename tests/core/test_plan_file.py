@@ -464,6 +464,10 @@ def test_codex_without_a_timeout_is_warned_of_once() -> None:
     )
     bounded = text.replace("subtasks:", "limits: {timeout: 30m}\nsubtasks:")
     assert load(bounded).warnings == ()
+    whole_run = text.replace("subtasks:", "execution_limits: {timeout: 4h}\nsubtasks:")
+    assert load(whole_run).warnings == ()  # which ends running attempts too
+    unset = text.replace("subtasks:", "limits: {timeout: null}\nsubtasks:")
+    assert len(load(unset).warnings) == 1
     assert load(text.replace("codex", "claude-code")).warnings == ()
 
 
@@ -483,13 +487,15 @@ def test_problems_of_subtasks_are_found_even_when_the_top_level_is_wrong() -> No
 def test_a_subtask_with_another_problem_has_its_unknown_dependencies_found_too() -> None:
     text = (
         HEAD + "subtasks:\n  - id: a\n  - id: c\n    depends_on: [zz, a, c]\n"
-        "    limits: {timeout: 10 minutes}\n"
+        "    limits: {timeout: 10 minutes}\n  - id: d\n    depends_on: yy\n    timeout: 1\n"
     )
     assert problems(text) == [
         "plan.yaml:7:18: subtask 'c' depends on unknown subtask 'zz'",
         "plan.yaml:7:25: subtask 'c' depends on itself",
         "plan.yaml:8:23: subtask 'c': limits.timeout must be a duration such as 30m, 90s, "
         "4h or 1h30m, or a number of seconds (got '10 minutes')",
+        "plan.yaml:10:17: subtask 'd' depends on unknown subtask 'yy'",
+        "plan.yaml:11:5: subtask 'd': unknown key 'timeout'",
     ]
 
 

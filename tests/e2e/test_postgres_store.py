@@ -80,6 +80,8 @@ def test_the_store_url_is_on_no_command_line_of_the_live_view_nor_the_tmux_serve
     assert store_file.read_text() == store_url
     assert store_file.stat().st_mode & 0o777 == 0o600
     assert on_postgres.run("stop", "--now", "--wait").returncode == 0
+    assert on_postgres.run("clean", "--force").returncode == 0
+    assert not store_file.exists()  # the password does not stay on disk
 
 
 def test_kill_9_then_resume_goes_on_from_the_postgresql_log(

@@ -17,6 +17,9 @@ def test_a_review_step_gets_what_is_left_of_the_executions_timeout_but_never_non
     assert review_step_bound(state, now=1_100.0) == 500.0
     assert review_step_bound(state, now=1_590.0) == REVIEW_STEP_MIN_S  # not 10 s
     assert review_step_bound(state, now=9_000.0) == REVIEW_STEP_MIN_S  # late: still runs
+    long = limited.model_copy(update={"execution_limits": ExecutionLimits(timeout_s=43_200.0)})
+    early = replace(start(long), started_at=1_000.0)
+    assert review_step_bound(early, now=1_100.0) == REVIEW_STEP_TIMEOUT_S  # not 11 hours
 
 
 def test_without_an_execution_timeout_a_review_step_is_bounded_all_the_same() -> None:
