@@ -36,7 +36,7 @@ from orchestrator.core.constraints import (
     evaluate,
     execution_tokens,
 )
-from orchestrator.core.continuation import continue_after, needs_verify
+from orchestrator.core.continuation import AUTHENTICATION_FAILED, continue_after, needs_verify
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.state import ExecutionState
@@ -134,8 +134,19 @@ def _stops(state: ExecutionState) -> Iterator[ev.SubtaskStopped]:
 
 
 def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
+    logged_out = _logged_out_agents(state)
     for spec in state.plan.subtasks:
         if state.subtask(spec.id).state != "pending":
+            continue
+        program = (spec.agent.kind, spec.agent.binary)
+        if program in logged_out:
+            yield ev.SubtaskSkipped(
+                subtask_id=spec.id,
+                reason=(
+                    f"agent_failed: not started: the {spec.agent.kind} agent could not log in "
+                    f"(subtask '{logged_out[program]}'); log it in and start the plan again"
+                ),
+            )
             continue
         for dependency in spec.depends_on:
             dep_state = state.subtask(dependency).state
@@ -146,6 +157,18 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
                     dependency=dependency,
                 )
                 break
+
+
+def _logged_out_agents(state: ExecutionState) -> dict[tuple[str, str | None], str]:
+    """Agent programs (kind, binary) an attempt found unable to log in, each with the first
+    such subtask: the subtasks of that program not started yet would fail alike, after
+    their worktrees and setups (an `npm ci` each) were made for nothing."""
+    found: dict[tuple[str, str | None], str] = {}
+    for spec in state.plan.subtasks:
+        attempt = state.subtask(spec.id).current_attempt
+        if attempt is not None and attempt.result == AUTHENTICATION_FAILED:
+            found.setdefault((spec.agent.kind, spec.agent.binary), spec.id)
+    return found
 
 
 def _past(state_name: str) -> str:

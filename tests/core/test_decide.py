@@ -365,3 +365,23 @@ def test_a_rerun_subtask_takes_back_the_skips_it_caused() -> None:
     rerun = run(feed(final, [ev.ExecutionReopened(), ev.SubtaskRerun(subtask_id="a")]), World())
     assert rerun.ended == "COMPLETED"
     assert {v.state for v in rerun.subtasks.values()} == {"merged"}
+
+
+def test_an_agent_that_cannot_log_in_is_not_started_again_for_the_other_subtasks() -> None:
+    world = World(exit_codes={"a": 1}, results={"a": ("authentication_failed", True)})
+    other = subtask("d").model_copy(
+        update={"agent": AgentSpec(kind="shell", run="true", binary="/other/program")}
+    )
+    final = run(
+        start(plan(subtask("a"), subtask("b"), subtask("c", "b"), other, max_parallel=1)), world
+    )
+
+    assert world.launched == ["a", "d"]  # d's program is another: it may be logged in
+    assert final.subtask("a").state == "failed"
+    for sid in ("b", "c"):
+        assert final.subtask(sid).state == "skipped"
+        assert final.subtask(sid).reason == (
+            "agent_failed: not started: the shell agent could not log in (subtask 'a'); "
+            "log it in and start the plan again"
+        )
+    assert final.subtask("d").state == "merged"
