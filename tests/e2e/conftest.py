@@ -157,3 +157,16 @@ def process_tree(root: int) -> list[int]:
 
 def command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def run_to_its_end(kairo: Kairo, name: str, *subtask_ids: str) -> None:
+    """A plan of `subtask_ids` (one, `a`, by default) whose agents write a file each, run to
+    its end: the repository's newest execution, ended COMPLETED."""
+    ids = subtask_ids or ("a",)
+    plan = kairo.write_plan(
+        f"version: 1\nname: {name}\nagent: {{kind: shell, run: 'echo x > $KAIRO_SUBTASK_ID'}}\n"
+        "subtasks:\n" + "".join(f"  - id: {sid}\n" for sid in ids),
+        f"{name}.yaml",
+    )
+    done = kairo.run("start", str(plan), "--wait")
+    assert done.returncode == 0, done.stderr

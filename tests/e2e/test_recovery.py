@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, git, run_to_its_end
 from tests.store.tamper import tampering
 
 pytestmark = pytest.mark.slow
@@ -187,12 +187,7 @@ def test_resume_without_an_id_goes_on_with_the_paused_execution_not_a_newer_ende
     runs = tmp_path / "runs"
     start_then_kill_9(kairo, runs)
     paused = kairo.json("status")["execution_id"]
-    quick = kairo.write_plan(
-        "version: 1\nname: quick\nagent: {kind: shell, run: 'echo q > q.txt'}\n"
-        "subtasks:\n  - id: q\n",
-        "quick.yaml",
-    )
-    assert kairo.run("start", str(quick), "--wait").returncode == 0  # the newest, ended
+    run_to_its_end(kairo, "quick")  # the newest, ended
 
     resumed = kairo.run("resume", "--wait")
 

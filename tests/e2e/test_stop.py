@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, git, run_to_its_end
 from tests.e2e.test_limits import processes_with
 from tests.e2e.test_recovery import running_agents, wait_for
 
@@ -184,12 +184,7 @@ def test_stop_without_an_id_stops_the_newest_execution_that_has_not_ended(
 ) -> None:
     assert kairo.run("start", str(sleeper(kairo, "older")), "--detach").returncode == 0
     older = kairo.json("status")["execution_id"]
-    quick = kairo.write_plan(
-        "version: 1\nname: newer\nagent: {kind: shell, run: 'echo x > x.txt'}\n"
-        "subtasks:\n  - id: a\n",
-        "newer.yaml",
-    )
-    assert kairo.run("start", str(quick), "--wait").returncode == 0  # the newest, ended
+    run_to_its_end(kairo, "newer")  # the newest, ended
 
     done = kairo.run("stop", "--now", "--wait")
 
@@ -200,12 +195,7 @@ def test_stop_without_an_id_stops_the_newest_execution_that_has_not_ended(
 
 def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> None:
     # A first run leaves its two worktrees as spares; the running execution takes one.
-    quick = kairo.write_plan(
-        "version: 1\nname: quick\nagent: {kind: shell, run: 'echo x > $KAIRO_SUBTASK_ID'}\n"
-        "subtasks:\n  - id: a\n  - id: b\n",
-        "quick.yaml",
-    )
-    assert kairo.run("start", str(quick), "--wait").returncode == 0
+    run_to_its_end(kairo, "quick", "a", "b")
     plan = sleeper(kairo, "long")
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     short = kairo.json("status")["execution_id"][-6:].lower()
