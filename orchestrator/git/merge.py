@@ -49,10 +49,10 @@ class Merged:
     previous_commit: str
     tree: str
     #: True when the source was already contained in the target, and nothing was written.
-    #: When the target's tip is itself the merge of the source (a merge written by a
-    #: process that died before recording it), `merge_commit` is that tip and
-    #: `previous_commit` its first parent, as for the merge that wrote it; otherwise (an
-    #: empty subtask, say) `merge_commit == previous_commit`, the target's tip.
+    #: When the target's tip is itself the merge of the source (see `merge_branch`),
+    #: `merge_commit` is that tip and `previous_commit` its first parent, as for the merge
+    #: that wrote it; otherwise (an empty subtask, a user's own merge) `merge_commit ==
+    #: previous_commit`, the target's tip.
     already_merged: bool = False
 
 
@@ -148,8 +148,14 @@ async def merge_branch(
     message: str,
     identity: Identity,
     git_common_dir: Path | None = None,
+    made_on: str | None = None,
 ) -> MergeOutcome:
     """Merge `source_commit` into `target_ref` (always a merge commit, never fast-forward).
+
+    A tip that is itself the merge of the source (written by a process that died before
+    recording it) is found as that merge; `made_on`, when given, is the tip the caller
+    knew, and a merge of the source onto any other commit (a user's own) is not taken
+    for it.
 
     Conflicted leaves `target_ref` exactly where it was. If the target moves while the
     merge is computed, `StepFailed` is raised and the ref keeps the other writer's value.
@@ -202,8 +208,8 @@ async def merge_branch(
     # commit (a later merge of it must find it contained). Any other tree needs no check.
     if tree == previous_tree:
         parents = await parents_of(repo_root, previous)
-        if len(parents) == 2 and parents[1] == source_oid:  # the tip is this very merge
-            return Merged(previous, parents[0], tree, already_merged=True)
+        if len(parents) == 2 and parents[1] == source_oid and made_on in (None, parents[0]):
+            return Merged(previous, parents[0], tree, already_merged=True)  # this very merge
         if await is_ancestor(repo_root, source, previous):
             return Merged(previous, previous, tree, already_merged=True)
 

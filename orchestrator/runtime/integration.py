@@ -8,14 +8,12 @@ back (compare-and-swap) before it records a failure.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.history import diffstat
-from orchestrator.git.merge import Conflicted, Merged, merge_branch
+from orchestrator.git.merge import Conflicted, merge_branch
 from orchestrator.git.refs import branch_ref, rev_parse, update_ref
 from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
@@ -42,15 +40,8 @@ async def merge_subtask(
         ),
         identity=edges.identity,
         git_common_dir=edges.git_common_dir,
+        made_on=state.integration_head,  # a merge of ours is made on the head the log has
     )
-    if (
-        isinstance(outcome, Merged)
-        and outcome.already_merged
-        and outcome.previous_commit not in (outcome.merge_commit, state.integration_head)
-    ):
-        # The tip merges this head but was not made on the head the log records (the
-        # user's own merge of the branch, say): no merge of ours, nothing to go back to.
-        outcome = replace(outcome, previous_commit=outcome.merge_commit)
     if isinstance(outcome, Conflicted):
         return [
             ev.SubtaskConflicted(
