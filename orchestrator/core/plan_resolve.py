@@ -152,14 +152,15 @@ class Resolver:
             ),
             subtasks=tuple(subtasks),
         )
-        unbounded = [
-            i
-            for i, sub in valid
-            if (agent := agents[i]) is not None
-            and agent.kind == "codex"
-            and {**fields_set(head.limits), **fields_set(sub.limits)}.get("timeout") is None
-            and plan.execution_limits.timeout_s is None  # which ends running attempts too
-        ]
+        unbounded = sorted(
+            {
+                self.owner[spec.id]  # the entry it came from
+                for spec in plan.subtasks
+                if spec.agent.kind == "codex" and spec.limits.timeout_s is None
+            }
+            if plan.execution_limits.timeout_s is None  # which ends running attempts too
+            else ()
+        )
         return plan, self._warnings(valid, unbounded)
 
     def _resolved(
@@ -272,17 +273,20 @@ class Resolver:
         graph: dict[str, list[str]] = {
             sub.id: [] for i, sub in valid if self.owner.get(sub.id) == i
         }
-        for i, sub in valid:
-            for j, dep in enumerate(sub.depends_on):
+        for i, subject, depends_on in self._declared_dependencies(valid):
+            for j, dep in enumerate(depends_on):
                 at: Path = ("subtasks", i, "depends_on", j)
                 target = self.owner.get(dep)
                 if target == i:
-                    self.problems.at_value(at, f"subtask '{sub.id}' depends on itself")
+                    self.problems.at_value(at, f"subtask '{subject}' depends on itself")
                 elif target is None:
-                    self._unknown_dependency(at, sub.id, dep)
-                elif sub.id in graph and self.raw_ids[target] in graph:
-                    graph[sub.id].append(str(self.raw_ids[target]))
-        self._check_dependencies_of_invalid(valid)
+                    close = difflib.get_close_matches(dep, list(self.owner), n=1)
+                    hint = f" (did you mean '{close[0]}'?)" if close else ""
+                    self.problems.at_value(
+                        at, f"subtask '{subject}' depends on unknown subtask '{dep}'{hint}"
+                    )
+                elif subject in graph and self.raw_ids[target] in graph:
+                    graph[subject].append(str(self.raw_ids[target]))
         while (cycle := find_cycle(graph)) is not None:
             ring = cycle[:-1]
             # Start at the member written first, so one plan always words its cycle alike.
@@ -299,31 +303,22 @@ class Resolver:
             for member in ring:  # go on looking for cycles elsewhere, each reported once
                 del graph[member]
 
-    def _unknown_dependency(self, at: Path, subtask_id: str, dep: str) -> None:
-        close = difflib.get_close_matches(dep, list(self.owner), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        self.problems.at_value(
-            at, f"subtask '{subtask_id}' depends on unknown subtask '{dep}'{hint}"
-        )
-
-    def _check_dependencies_of_invalid(self, valid: list[tuple[int, RawSubtask]]) -> None:
-        """A subtask with another problem (a bad `timeout`, say) has its unknown
-        dependencies reported in the same round, not once that problem is fixed."""
+    def _declared_dependencies(
+        self, valid: list[tuple[int, RawSubtask]]
+    ) -> Iterator[tuple[int, str, list[str]]]:
+        """Each entry with an id: its index, its id and the ids its `depends_on` names. An
+        entry with another problem (a bad `timeout`, say) is read from the file, so that
+        its unknown dependencies are reported in the same round, not once it is fixed."""
+        checked = dict(valid)
         items = self.doc.data.get("subtasks") if isinstance(self.doc.data, dict) else None
-        checked = {i for i, _ in valid}
-        for i, item in enumerate(items if isinstance(items, list) else []):
-            raw_id = self.raw_ids[i]
-            depends_on = item.get("depends_on") if isinstance(item, dict) else None
-            if isinstance(depends_on, str):
-                depends_on = [depends_on]  # as plan_file reads one dependency
-            if i in checked or raw_id is None or not isinstance(depends_on, list):
-                continue
-            for j, dep in enumerate(depends_on):
-                at: Path = ("subtasks", i, "depends_on", j)
-                if dep == raw_id:
-                    self.problems.at_value(at, f"subtask '{raw_id}' depends on itself")
-                elif isinstance(dep, str) and dep not in self.owner:
-                    self._unknown_dependency(at, raw_id, dep)
+        for i, raw_id in enumerate(self.raw_ids):
+            sub = checked.get(i)
+            if sub is not None:
+                yield i, sub.id, list(sub.depends_on)
+            elif raw_id is not None and isinstance(items, list) and isinstance(items[i], dict):
+                raw = items[i].get("depends_on")
+                named = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+                yield i, raw_id, [dep for dep in named if isinstance(dep, str)]
 
     def _concrete(self, depends_on: Sequence[str]) -> tuple[str, ...]:
         """Dependencies as concrete ids: naming a split entry names all of its parts."""
