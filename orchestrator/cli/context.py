@@ -18,7 +18,7 @@ from orchestrator.runtime.state_reader import read_state
 from orchestrator.store import default_store_path, open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
 
-END_STATUSES: tuple[str, ...] = typing.get_args(EndStatus)
+_END_STATUSES: tuple[str, ...] = typing.get_args(EndStatus)
 
 
 @dataclass
@@ -56,14 +56,19 @@ class Workspace:
         `resume` act on, since an older execution may be going on, or paused with its
         agents running, when a newer one has ended."""
         if not id_or_prefix:
-            for row in self.executions():
-                if row.status not in END_STATUSES and not (paused and owner_alive(row)):
+            for row in self.unended():
+                if not (paused and owner_alive(row)):
                     return row.execution_id
         return self.resolve_own(id_or_prefix)
 
     def executions(self) -> list[ExecutionRow]:
         """This repository's executions, newest first."""
         return self.store.list_executions(repository=self.paths.key if self.shared else None)
+
+    def unended(self) -> Iterator[ExecutionRow]:
+        """Those that have not ended, newest first. An ended execution's row says so (the
+        end and the row's status are written in one transaction): no log is read."""
+        return (row for row in self.executions() if row.status not in _END_STATUSES)
 
     @property
     def shared(self) -> bool:

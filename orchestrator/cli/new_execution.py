@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import click
 
-from orchestrator.cli.context import END_STATUSES, Workspace, repository_at, workspace_at
+from orchestrator.cli.context import Workspace, repository_at, workspace_at
 from orchestrator.cli.launch import launch
 from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.core import events as ev
@@ -120,10 +120,8 @@ def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: s
 
 def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:
     """The newest execution of the plan that has not ended, and its status."""
-    for row in ws.executions():
-        # An ended execution's row says so (the end and the row's status are written in one
-        # transaction): only the others' logs are read, not every run the repository had.
-        if row.plan_name == plan_name and row.status not in END_STATUSES:
+    for row in ws.unended():
+        if row.plan_name == plan_name:
             return row.execution_id, ws.status_of(ws.state(row.execution_id), row)
     return None
 
