@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml scripts/install-system-packages.sh
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The real agent programs (Claude Code, Codex CLI, Aider), pinned, into a cache outside the
+# clone that later runs reuse: tests/real_agents.py.
 test: $(STAMP)
+	$(BIN)/python -m tests.real_agents install
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)

@@ -1,17 +1,14 @@
 """The adapters against the REAL programs: every flag they pass is accepted, a run without
-credentials ends as a clean failure the filter reports, and (against local stand-ins of the
-model APIs, tests/agents/fake_apis.py) whole sessions parse, resume and count as the
-stand-in executables claim.
+credentials ends as a clean failure the filter reports, and (against the scripted model
+server, tests/model_server) whole sessions parse, resume and count as the stand-in
+executables claim.
 
-claude and codex come from npm into .tools/npm (installed here when missing; skipped when
-npm or its registry cannot be reached); aider is used when .tools/aider/bin/aider exists
-(`python3 -m venv .tools/aider && .tools/aider/bin/pip install aider-chat`). Each runs with
-an empty HOME and no credentials in its environment.
+The programs are the pinned versions tests/real_agents.py installs (`make test` does);
+each runs with an empty HOME and no credentials in its environment.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -25,35 +22,40 @@ from agents.codex import CodexAgent
 from agents.usage import resume_point, resumed
 from orchestrator.core.plan import AgentSpec
 from tests.agents.conftest import Attempts, Run
-from tests.agents.fake_apis import CLAUDE_CALL, codex_provider_args, fake_api
+from tests.model_server import Reply, Script, Usage, bash, serve
+from tests.real_agents import AIDER, CLAUDE, CODEX, Program, missing_reason, required
 
 pytestmark = pytest.mark.slow
 
-TOOLS = Path(__file__).resolve().parents[2] / ".tools"
-NPM_BIN = TOOLS / "npm" / "node_modules" / ".bin"
-PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex")
 REFUSED = ("unknown option", "is invalid", "unexpected argument", "error: invalid value")
 PROMPT = "- rename fmt to format"  # starts with a dash: must stay the prompt
+# What the scripted model says each call used (disjoint, as the real API's are).
+CLAUDE_CALL = Usage(
+    input_tokens=120,
+    output_tokens=7,
+    cache_creation_input_tokens=2000,
+    cache_read_input_tokens=3000,
+)
+CODEX_CALL = Usage(input_tokens=500, output_tokens=30, cache_read_input_tokens=1000)
+HELLO = "Hello from the scripted model."
+
+
+def binary(program: Program) -> Path:
+    if not program.installed:
+        if required():
+            pytest.fail(missing_reason(program))
+        pytest.skip(missing_reason(program))
+    return program.binary
 
 
 @pytest.fixture(scope="session")
-def npm_bin() -> Path:
-    if not all((NPM_BIN / name).exists() for name in ("claude", "codex")):
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed, so the real claude and codex CLIs cannot be")
-        try:
-            subprocess.run(
-                [npm, "install", "--prefix", str(TOOLS / "npm"), *PACKAGES],
-                capture_output=True,
-                timeout=600,
-                check=True,
-            )
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(
-                f"npm could not install {' '.join(PACKAGES)} (registry unreachable?): {exc}"
-            )
-    return NPM_BIN
+def claude_bin() -> Path:
+    return binary(CLAUDE)
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    return binary(CODEX)
 
 
 def real(binary: Path, **keys: object) -> AgentSpec:
@@ -91,9 +93,9 @@ def assert_accepted(run: Run) -> None:
     ids=["defaults", "every-key", "other-mode"],
 )
 def test_claude_without_credentials_is_a_clean_reported_failure(
-    npm_bin: Path, attempts: Attempts, keys: dict[str, object]
+    claude_bin: Path, attempts: Attempts, keys: dict[str, object]
 ) -> None:
-    run = run_claude(attempts, real(npm_bin / "claude", **keys), attempts.context(PROMPT))
+    run = run_claude(attempts, real(claude_bin, **keys), attempts.context(PROMPT))
     assert_accepted(run)
     assert run.code == 1
     assert "Not logged in · Please run /login" in run.out
@@ -110,10 +112,10 @@ def test_claude_without_credentials_is_a_clean_reported_failure(
         assert "· model claude-sonnet" in run.out  # the alias, resolved
 
 
-def test_claude_resuming_a_session_it_does_not_have(npm_bin: Path, attempts: Attempts) -> None:
+def test_claude_resuming_a_session_it_does_not_have(claude_bin: Path, attempts: Attempts) -> None:
     missing = str(uuid.uuid4())
     context = attempts.context(PROMPT, resume_session=missing)
-    run = run_claude(attempts, real(npm_bin / "claude"), context)
+    run = run_claude(attempts, real(claude_bin), context)
     assert_accepted(run)
     assert run.code == 1
     assert f"No conversation found with session ID: {missing}" in run.out
@@ -123,48 +125,44 @@ def test_claude_resuming_a_session_it_does_not_have(npm_bin: Path, attempts: Att
 # --- claude against a local Messages API -------------------------------------------------
 
 
-def test_real_claude_session_counts_and_resumes(npm_bin: Path, attempts: Attempts) -> None:
-    spec = real(npm_bin / "claude", model="sonnet")
-    with fake_api() as api:
-        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-fake"}
-        first = run_claude(attempts, spec, attempts.context(PROMPT), env)
+def test_real_claude_session_counts_and_resumes(claude_bin: Path, attempts: Attempts) -> None:
+    spec = real(claude_bin, model="sonnet")
+    with serve(Script(default=Reply(text=HELLO, usage=CLAUDE_CALL))) as api:
+        first = run_claude(attempts, spec, attempts.context(PROMPT), api.claude_env())
         assert first.code == 0, first.out
-        assert "Hello from the fake API." in first.out
-        # Every API call is counted: the session's, and the small one Claude Code makes to
-        # title the session (seen here), which only modelUsage has reliably.
-        calls = len(api.requests)
-        assert first.record["input_tokens"] == calls * (
-            CLAUDE_CALL["input_tokens"] + CLAUDE_CALL["cache_creation_input_tokens"]
-        )
-        assert first.record["output_tokens"] == calls * 7
-        assert first.record["cache_read_input_tokens"] == (
-            calls * CLAUDE_CALL["cache_read_input_tokens"]
+        assert HELLO in first.out
+        # Every API call is counted (a session may make more than one)
+        fresh, output = api.usage()
+        assert (first.record["input_tokens"], first.record["output_tokens"]) == (fresh, output)
+        calls = len(api.exchanges())
+        assert (
+            first.record["cache_read_input_tokens"] == calls * CLAUDE_CALL.cache_read_input_tokens
         )
         assert first.record["cost_usd"] > 0
-        assert PROMPT in str(api.requests[-1]["body"]["messages"])
+        assert PROMPT in api.exchanges()[-1].conversation.messages_text
         point = resume_point(attempts.usage_files())
         assert point is not None
         # a resumed session is sent the feedback alone (AttemptContext.message)
         second_context = resumed(attempts.context(PROMPT, feedback="Now the tests"), point)
-        second = run_claude(attempts, spec, second_context, env)
+        second = run_claude(attempts, spec, second_context, api.claude_env())
     assert second.code == 0, second.out
     assert second.record["session_id"] == point.session_id
     # the conversation went on: the second call carries the first prompt and reply
-    conversation = str(api.requests[-1]["body"]["messages"])
-    assert PROMPT in conversation and "Now the tests" in conversation
+    last = api.exchanges()[-1].conversation
+    assert PROMPT in last.messages_text and HELLO in last.messages_text
+    assert "Now the tests" in last.last_text and last.turn == 2
 
 
 def test_real_claude_max_turns_is_a_failure_that_can_resume(
-    npm_bin: Path, attempts: Attempts
+    claude_bin: Path, attempts: Attempts
 ) -> None:
     spec = real(
-        npm_bin / "claude",
+        claude_bin,
         permission_mode="acceptEdits",
         extra_args=("--max-turns", "1", "--allowedTools", "Bash"),
     )
-    with fake_api(use_tool=True) as api:
-        env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "sk-ant-fake"}
-        run = run_claude(attempts, spec, attempts.context(PROMPT), env)
+    with serve(Script(default=Reply(tools=(bash("ls"),)))) as api:
+        run = run_claude(attempts, spec, attempts.context(PROMPT), api.claude_env())
     assert run.code == 1
     assert "→ Bash: ls" in run.out
     assert run.out.splitlines()[-1].startswith(
@@ -183,9 +181,9 @@ def run_codex(attempts: Attempts, spec: AgentSpec, context: AttemptContext, **ho
     return attempts.run(adapter.argv(spec, context), context, env, timeout=90, **how)  # type: ignore[arg-type]
 
 
-def test_codex_without_credentials_is_stopped_cleanly(npm_bin: Path, attempts: Attempts) -> None:
+def test_codex_without_credentials_is_stopped_cleanly(codex_bin: Path, attempts: Attempts) -> None:
     spec = real(
-        npm_bin / "codex",
+        codex_bin,
         model="gpt-5.5",
         permission_mode="workspace-write",
         extra_args=("--skip-git-repo-check",),
@@ -201,10 +199,10 @@ def test_codex_without_credentials_is_stopped_cleanly(npm_bin: Path, attempts: A
     assert run.record["session_id"]
 
 
-def test_codex_resuming_a_thread_it_does_not_have(npm_bin: Path, attempts: Attempts) -> None:
+def test_codex_resuming_a_thread_it_does_not_have(codex_bin: Path, attempts: Attempts) -> None:
     missing = str(uuid.uuid4())
     context = attempts.context(PROMPT, resume_session=missing, resume_totals={"input_tokens": 1})
-    run = run_codex(attempts, real(npm_bin / "codex", model="gpt-5.5"), context)
+    run = run_codex(attempts, real(codex_bin, model="gpt-5.5"), context)
     assert_accepted(run)
     assert run.code == 1
     assert f"no rollout found for thread id {missing}" in run.out
@@ -212,13 +210,13 @@ def test_codex_resuming_a_thread_it_does_not_have(npm_bin: Path, attempts: Attem
 
 
 def test_real_codex_thread_counts_each_run_once_and_resumes_writable(
-    npm_bin: Path, attempts: Attempts
+    codex_bin: Path, attempts: Attempts
 ) -> None:
-    with fake_api() as api:
-        spec = real(npm_bin / "codex", extra_args=tuple(codex_provider_args(api)))
+    with serve(Script(default=Reply(text=HELLO, usage=CODEX_CALL))) as api:
+        spec = real(codex_bin, extra_args=tuple(api.codex_args()))
         first = run_codex(attempts, spec, attempts.context(PROMPT))
         assert first.code == 0, first.out
-        assert "Hello from the fake API." in first.out
+        assert HELLO in first.out
         assert (first.record["input_tokens"], first.record["cache_read_input_tokens"]) == (
             500,
             1000,
@@ -231,22 +229,16 @@ def test_real_codex_thread_counts_each_run_once_and_resumes_writable(
     assert second.record["session_totals"]["input_tokens"] == 3000  # codex sums the thread
     assert (second.record["input_tokens"], second.record["output_tokens"]) == (500, 30)
     # the flags before `resume` still apply to the resumed thread: it is not read-only
-    metadata = [r["headers"].get("x-codex-turn-metadata", "") for r in api.requests]
+    metadata = [e.headers.get("x-codex-turn-metadata", "") for e in api.exchanges()]
     assert all('"sandbox_mode":"workspace-write"' in m for m in metadata), metadata
 
 
 # --- aider -------------------------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def aider_bin() -> Path:
-    binary = TOOLS / "aider" / "bin" / "aider"
-    if not binary.exists():
-        pytest.skip(
-            "aider is not installed in .tools/aider (python3 -m venv .tools/aider && "
-            ".tools/aider/bin/pip install aider-chat)"
-        )
-    return binary
+    return binary(AIDER)
 
 
 def test_aider_without_credentials_exits_0_and_leaves_the_worktree_alone(
