@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from pathlib import Path
 
@@ -170,6 +171,8 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
     if await provider.exists(checkout):
         await provider.release(checkout)  # a detached checkout of merged work: nothing to lose
         lines.append(f"removed the integration check's worktree {checkout}")
+    with contextlib.suppress(OSError):  # the execution's folder, once nothing is left in it
+        await trio.Path(state.created.worktree_root).rmdir()
     tmux = TmuxServer(state.created.tmux_socket)
     if await tmux.has_session(state.created.tmux_session):
         await tmux.kill_session(state.created.tmux_session)

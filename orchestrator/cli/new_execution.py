@@ -19,7 +19,7 @@ from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.refs import branch_exists_sync
 from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.git.spare_setting import spares_to_keep
-from orchestrator.git.worktree_paths import default_worktree_root
+from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store import default_store_path
 from orchestrator.store.base import NewEvent
@@ -166,15 +166,18 @@ def _offer_resume(
 
 
 def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Path:
-    """The plan's worktree_root (relative to the repository root), else inside .git."""
+    """The plan's worktree_root (relative to the repository root), else beside the checkout."""
     if plan.worktree_root is None:
-        return default_worktree_root(paths.git_common_dir)
+        return default_worktree_root(paths.toplevel)
     root = (paths.toplevel / plan.worktree_root).resolve()
-    inside_checkout = root == paths.toplevel or paths.toplevel in root.parents
-    inside_git_dir = root == paths.git_common_dir or paths.git_common_dir in root.parents
-    if inside_checkout and not inside_git_dir:
+    if root == paths.toplevel or paths.toplevel in root.parents:
         raise UsageError(
             f"{plan_path}: worktree_root {plan.worktree_root} lies inside the working tree "
             f"{paths.toplevel}; it must lie outside it"
+        )
+    if inside_git_directory(root):
+        raise UsageError(
+            f"{plan_path}: worktree_root {plan.worktree_root} lies inside a .git directory "
+            f"({root}), where Claude Code refuses to edit any file; name a folder outside it"
         )
     return root

@@ -81,6 +81,11 @@ def _one_or_many(value: Any) -> Any:
 
 def _outside_tree(value: str) -> str:
     _non_blank(value)
+    if ".git" in posixpath.normpath(value).split("/"):
+        raise PydanticCustomError(
+            "plan_worktree_root",
+            "must not lie inside a .git directory: Claude Code refuses to edit any file there",
+        )
     if posixpath.isabs(value):
         return value
     # Lexical: `wt`, `./wt` and `a/../wt` land inside the working tree, where git would see

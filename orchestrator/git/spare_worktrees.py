@@ -2,19 +2,22 @@
 
 Filling a new worktree is what a fan-out costs: the kernel creating every file of the tree
 (16 of 2,000 files took about 1 s here, all of a shell loop's time). So a released
-worktree is not deleted: it is detached from its branch and moved aside, into
-`kairo/spare-worktrees/` of the git directory. The next create moves one back (a rename)
-and checks its new branch out in it, which rewrites only the files that differ from the
-spare's last commit: 16 such took 0.21 s. What is ignored stays, as in a developer's own
-checkout (installed dependencies, build caches); what is modified or untracked goes. A
-worktree that is not a plain checkout (flagged index entries, a sparse checkout, a bisect,
-a lock, submodules) is removed, never kept.
+worktree is not deleted: it is detached from its branch and moved aside, into the spare
+pool of its worktree root: kairo lays worktrees out as `<root>/<execution>/<subtask>`, and
+the pool is `<root>/.spares/` (`spare_pool`), on the same file system, so that the next
+create in that root moves one back (a rename) and checks its new branch out in it, which
+rewrites only the files that differ from the spare's last commit: 16 such took 0.21 s. What
+is ignored stays, as in a developer's own checkout (installed dependencies, build caches);
+what is modified or untracked goes. A worktree that is not a plain checkout (flagged index
+entries, a sparse checkout, a bisect, a lock, submodules) is removed, never kept.
 
 A spare is an ordinary worktree on a detached HEAD, so `git worktree list` shows it, and
 git's own prune leaves it (its directory exists). At most `SPARES_KEPT` are kept (or as
-many as KAIRO_SPARE_WORKTREES says: spare_setting.py), the rest removed as before; `kairo-orch clean
---spares` removes them all. Only a worktree on the
-same file system as the spare directory is kept, since a move elsewhere would be a copy.
+many as KAIRO_SPARE_WORKTREES says: spare_setting.py) in each pool, the rest removed as
+before; `kairo-orch clean --spares` removes them all, in every pool (and in
+`kairo/spare-worktrees/` of the git directory, the one pool of kairo-orch before worktrees
+moved out of it). Only a worktree on the same file system as its pool is kept, since a move
+elsewhere would be a copy.
 
 The caller holds the repository's WorktreeLock for every `git worktree` command and every
 move here: they race.
@@ -34,8 +37,8 @@ submodule's repository, names its administrative directory by a relative path (g
 Neither way is atomic: a kill between the rename and the rewrite leaves the worktree at its
 new place with git looking for it at the old one, and the next `worktree prune` would
 delete its administrative directory, orphaning it. So each move is written down first
-(`kairo/worktree-move`), and whoever takes the lock next finishes it with `git worktree
-repair`.
+(`kairo/worktree-move` of the git directory: `move_journal`), and whoever takes the lock
+next finishes it with `git worktree repair`.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import functools
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,30 +57,38 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.repo import git
 
+POOL = ".spares"
 
-def spare_root(git_common_dir: Path) -> Path:
+
+def spare_pool(worktree: Path) -> Path:
+    """The pool of the root that holds `worktree` (at `<root>/<execution>/<name>`)."""
+    return worktree.parent.parent / POOL
+
+
+def legacy_pool(git_common_dir: Path) -> Path:
+    """Where kairo-orch kept every spare while worktrees lived in the git directory."""
     return git_common_dir / "kairo" / "spare-worktrees"
 
 
-def _move_journal(root: Path) -> Path:
-    return root.parent / "worktree-move"
+def move_journal(git_common_dir: Path) -> Path:
+    return git_common_dir / "kairo" / "worktree-move"
 
 
-def _spares(root: Path) -> list[Path]:
+def _spares(pool: Path) -> list[Path]:
     try:
-        return sorted(entry for entry in root.iterdir() if entry.is_dir())
+        return sorted(entry for entry in pool.iterdir() if entry.is_dir())
     except FileNotFoundError:
         return []
 
 
-def has_spares(root: Path) -> bool:
-    return bool(_spares(root))
+def has_spares(pool: Path) -> bool:
+    return bool(_spares(pool))
 
 
-def count_spares(root: Path) -> int:
+def count_spares(pool: Path) -> int:
     """The spares that count towards those kept: not one a user locked since it was put
     aside, which is theirs until they unlock it (it is neither taken nor removed)."""
-    return sum(1 for spare in _spares(root) if not _locked(spare))
+    return sum(1 for spare in _spares(pool) if not _locked(spare))
 
 
 def _same_file_system(a: Path, b: Path) -> bool:
@@ -86,12 +98,13 @@ def _same_file_system(a: Path, b: Path) -> bool:
         return False
 
 
-async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
-    """Move a spare to `path` (absent or an empty directory; its parent exists); False if
-    there is none to move. A spare git fails to move is removed, the next one tried."""
-    for spare in await trio.to_thread.run_sync(_spares_for, root, path):
+async def take_spare(repo_root: Path, journal: Path, path: Path) -> bool:
+    """Move a spare of `path`'s pool to `path` (absent or an empty directory; its parent
+    exists); False if there is none to move. A spare git fails to move is removed, the next
+    one tried."""
+    for spare in await trio.to_thread.run_sync(_spares_for, spare_pool(path), path):
         try:
-            await _move(repo_root, root, spare, path)
+            await move_worktree(repo_root, journal, spare, path)
         except StepFailed:
             await git("worktree", "remove", "--force", "--", str(spare), cwd=repo_root, check=False)
             continue
@@ -99,15 +112,15 @@ async def take_spare(repo_root: Path, root: Path, path: Path) -> bool:
     return False
 
 
-def _spares_for(root: Path, path: Path) -> list[Path]:
+def _spares_for(pool: Path, path: Path) -> list[Path]:
     """The spares that may move to `path`: on its file system (a move elsewhere would be a
     copy), and not locked since they were put aside (git moves no locked worktree, nor
     removes one, and the lock is its user's to lift). An empty directory at `path` is
     removed first: a move into an existing directory would put the spare inside it."""
     _remove_empty_directory(path)
-    if not _same_file_system(root, path.parent):
+    if not _same_file_system(pool, path.parent):
         return []
-    return [spare for spare in _spares(root) if not _locked(spare)]
+    return [spare for spare in _spares(pool) if not _locked(spare)]
 
 
 def _locked(worktree: Path) -> bool:
@@ -163,22 +176,30 @@ def _plain_administrative_directory(path: Path) -> bool:
     return admin is not None and not any((admin / name).exists() for name in _NOT_PLAIN)
 
 
-async def put_aside(repo_root: Path, root: Path, path: Path, *, kept: int) -> bool:
-    """Move a detached worktree at `path` into the spares; False (and `path` untouched)
-    when there are `kept` spares already or git will not move it."""
-    made = await trio.to_thread.run_sync(_make_root, root)
-    if not made or await trio.to_thread.run_sync(count_spares, root) >= kept:
+async def put_aside(repo_root: Path, journal: Path, path: Path, *, kept: int) -> bool:
+    """Move a detached worktree at `path` into its pool; False (and `path` untouched)
+    when there are `kept` spares there already or git will not move it."""
+    pool = spare_pool(path)
+    made = await trio.to_thread.run_sync(make_pool, pool)
+    if not made or await trio.to_thread.run_sync(count_spares, pool) >= kept:
         return False
-    if not await trio.to_thread.run_sync(_same_file_system, root, path):
+    if not await trio.to_thread.run_sync(_same_file_system, pool, path):
         return False
     try:
-        await _move(repo_root, root, path, root / uuid.uuid4().hex[:12])
+        await move_worktree(repo_root, journal, path, pool_place(pool))
     except StepFailed:
         return False
     return True
 
 
-async def _move(repo_root: Path, root: Path, source: Path, target: Path) -> None:
+def pool_place(pool: Path) -> Path:
+    """A new name in `pool`, which says nothing of the subtasks the worktree will serve:
+    git names a worktree's administrative directory after the directory it is added at,
+    and agents see that name (Aider prints it)."""
+    return pool / uuid.uuid4().hex[:12]
+
+
+async def move_worktree(repo_root: Path, journal: Path, source: Path, target: Path) -> None:
     """Move the worktree at `source` to `target` (which does not exist), written down for
     `finish_interrupted_move` while it runs: by hand where it is plain, else by git.
 
@@ -187,14 +208,13 @@ async def _move(repo_root: Path, root: Path, source: Path, target: Path) -> None
     now, before the caller's next `worktree prune` could forget the worktree. A cancelled
     one leaves the journal to the next holder of the lock.
     """
-    journal = _move_journal(root)
     try:
         if await trio.to_thread.run_sync(_move_by_hand, journal, source, target):
             return
         await trio.to_thread.run_sync(_write_journal, journal, source, target)
         await git("worktree", "move", "--", str(source), str(target), cwd=repo_root)
     except (StepFailed, OSError) as error:
-        await finish_interrupted_move(repo_root, root)
+        await finish_interrupted_move(repo_root, journal)
         if isinstance(error, OSError):
             raise StepFailed(f"cannot move the worktree at {source} to {target}: {error}") from None
         raise
@@ -249,11 +269,10 @@ def _read_path(file: Path, *, prefix: bytes = b"") -> Path | None:
     return Path(os.fsdecode(text.removeprefix(prefix))) if text.startswith(prefix) else None
 
 
-async def finish_interrupted_move(repo_root: Path, root: Path) -> None:
+async def finish_interrupted_move(repo_root: Path, journal: Path) -> None:
     """Point git back at a worktree whose move a crash cut short: of the move's two ends,
     `repair` rewrites the record of the one that holds the worktree now. A no-op (one
     failed open) when no move was under way."""
-    journal = _move_journal(root)
     # Run at every lock, so a stat here rather than a thread's round trip (~0.2 ms).
     ends = _read_journal(journal)
     if ends is None:
@@ -287,10 +306,18 @@ class SparesRemoved(NamedTuple):
     locked: list[Path]  # left: a user locked them (`git worktree unlock` lets them go)
 
 
-async def remove_spares(repo_root: Path, root: Path) -> SparesRemoved:
-    """Remove every spare git still knows as a worktree, but those a user locked."""
+def pools_of(worktrees: Iterable[Path], git_common_dir: Path) -> list[Path]:
+    """The pools that hold some of `worktrees` (git's list): each root's, and the old one."""
+    legacy = legacy_pool(git_common_dir)
+    return sorted({w.parent for w in worktrees if w.parent.name == POOL or w.parent == legacy})
+
+
+async def remove_spares(repo_root: Path, pools: Iterable[Path]) -> SparesRemoved:
+    """Remove every spare of `pools` git still knows as a worktree, but those a user
+    locked; a pool left empty goes too."""
     removed, locked = [], []
-    for spare in await trio.to_thread.run_sync(_spares, root):
+    spares = [spare for pool in pools for spare in await trio.to_thread.run_sync(_spares, pool)]
+    for spare in spares:
         if await trio.to_thread.run_sync(_locked, spare):
             locked.append(spare)
             continue
@@ -299,7 +326,18 @@ async def remove_spares(repo_root: Path, root: Path) -> SparesRemoved:
         )
         if done.returncode == 0:
             removed.append(spare)
+    for pool in pools:
+        await trio.to_thread.run_sync(_remove_if_empty, pool)
     return SparesRemoved(removed, locked)
+
+
+def _remove_if_empty(pool: Path) -> None:
+    """The pool, and the worktree root it was the last thing in."""
+    for directory in (pool, pool.parent):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
 
 
 def _remove_empty_directory(path: Path) -> None:
@@ -307,9 +345,9 @@ def _remove_empty_directory(path: Path) -> None:
         path.rmdir()  # fails on one that is not empty, which prepare_target refused
 
 
-def _make_root(root: Path) -> bool:
+def make_pool(pool: Path) -> bool:
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        pool.mkdir(parents=True, exist_ok=True)
     except OSError:
         return False
     return True

@@ -29,14 +29,19 @@ from orchestrator.git.spare_worktrees import (
     detach_if_plain,
     finish_interrupted_move,
     has_spares,
+    make_pool,
+    move_journal,
+    move_worktree,
+    pool_place,
+    pools_of,
     put_aside,
     remove_spares,
-    spare_root,
+    spare_pool,
     switch_spare,
     take_spare,
 )
 from orchestrator.git.worktree_lock import WorktreeLock
-from orchestrator.git.worktree_paths import default_worktree_root, prepare_target, resolve
+from orchestrator.git.worktree_paths import LEGACY_ROOT, prepare_target, resolve
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
@@ -84,8 +89,11 @@ class LocalWorktreeProvider:
     parallel, outside it. Whoever takes the lock first finishes a spare's move that a
     crash cut short (spare_worktrees.py), before git's next prune could lose it.
 
-    A released worktree is kept as a spare (up to `spares_kept` of them, by default as many
-    as KAIRO_SPARE_WORKTREES says), and a create reuses one (spare_worktrees.py).
+    A released worktree is kept as a spare in its root's pool (up to `spares_kept` of them,
+    by default as many as KAIRO_SPARE_WORKTREES says), and a create in that root reuses one
+    (spare_worktrees.py). A new worktree is added in the pool, under a name that says
+    nothing of its subtask, and moved into place: git names its administrative directory
+    after the place it was added at, and a spare serves many subtasks.
 
     Construct it at start-up: given a directory, it calls the synchronous `discover_repo`
     (milliseconds); given the repository's `RepoPaths`, nothing.
@@ -102,7 +110,7 @@ class LocalWorktreeProvider:
         self.repo_root = paths.toplevel
         self._common_dir = paths.git_common_dir
         self._lock = lock or WorktreeLock.for_repository(paths.git_common_dir)
-        self._spares = spare_root(paths.git_common_dir)
+        self._journal = move_journal(paths.git_common_dir)
         self._spares_kept = spares_to_keep(os.environ) if spares_kept is None else spares_kept
 
     async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
@@ -204,21 +212,24 @@ class LocalWorktreeProvider:
         return await trio.Path(path).is_dir() and path in await self._listed()
 
     async def remove_spares(self) -> SparesRemoved:
-        """Remove every spare worktree kept for reuse but those a user locked."""
+        """Remove every spare worktree kept for reuse, in every pool, but those a user
+        locked."""
         async with self._locked():
-            removed = await remove_spares(self.repo_root, self._spares)
+            pools = pools_of(await self._worktree_paths(), self._common_dir)
+            removed = await remove_spares(self.repo_root, pools)
             await git("worktree", "prune", cwd=self.repo_root)
         return removed
 
     def _target(self, path: Path) -> tuple[Path, bool]:
         """Where a new worktree goes, and whether a spare waits to be moved there: one trip
         to a worker thread for both, which 16 creates of a fan-out make at once."""
-        return self._prepared(path), has_spares(self._spares)
+        path = self._prepared(path)
+        return path, has_spares(spare_pool(path))
 
     def _prepared(self, path: Path) -> Path:
         """`path` resolved, checked to be outside the repository, its parent made."""
         protected = (self.repo_root, self._common_dir)
-        return prepare_target(path, protected, default_worktree_root(self._common_dir))
+        return prepare_target(path, protected, self._common_dir / LEGACY_ROOT)
 
     async def _put_back_a_spare_cut_short(self, path: Path, branch: str) -> bool:
         """Whether a spare was at `path` and went back to the spares.
@@ -238,7 +249,7 @@ class LocalWorktreeProvider:
         """Whether a spare, moved to `path`, became the worktree of a new `branch` at
         `base`. An existing branch is refused, the spare put back as it was."""
         async with self._locked():
-            if not await take_spare(self.repo_root, self._spares, path):
+            if not await take_spare(self.repo_root, self._journal, path):
                 return False
         try:
             async with _fill_limiter():
@@ -262,7 +273,7 @@ class LocalWorktreeProvider:
         """Whether the worktree at `path` became a spare; if not, it is to be removed."""
         if self._spares_kept <= 0 or not await trio.Path(path).exists():
             return False
-        if await trio.to_thread.run_sync(count_spares, self._spares) >= self._spares_kept:
+        if await trio.to_thread.run_sync(count_spares, spare_pool(path)) >= self._spares_kept:
             return False
         if path not in await self._listed():
             return False
@@ -270,7 +281,7 @@ class LocalWorktreeProvider:
         if not await detach_if_plain(path):
             return False
         async with self._locked():
-            return await put_aside(self.repo_root, self._spares, path, kept=self._spares_kept)
+            return await put_aside(self.repo_root, self._journal, path, kept=self._spares_kept)
 
     async def _add_worktree(
         self, path: Path, target: str, *options: str, prune: bool = False
@@ -280,20 +291,32 @@ class LocalWorktreeProvider:
         caller fills the files in (`_fill`), which is safe in parallel. A new subtask's
         worktree is added detached and gets its branch from the fill's `switch --create`:
         `add -b` would run two git processes more (`branch`, `symbolic-ref`), under the
-        lock. `prune` first forgets worktrees whose directories are gone."""
+        lock. `prune` first forgets worktrees whose directories are gone.
+
+        Added in the pool under a neutral name and moved into place (class docstring);
+        added in place where the pool cannot be on the same file system."""
         async with self._locked():
             if prune:
                 await git("worktree", "prune", cwd=self.repo_root)
+            place = await trio.to_thread.run_sync(_place_to_add, path)
             await git(
                 "worktree",
                 "add",
                 "--no-checkout",
                 *options,
                 "--",
-                str(path),
+                str(place),
                 target,
                 cwd=self.repo_root,
             )
+            if place == path:
+                return
+            try:
+                await move_worktree(self.repo_root, self._journal, place, path)
+            except StepFailed:
+                with trio.CancelScope(shield=True):
+                    await git("worktree", "remove", "--force", "--", str(place), cwd=self.repo_root)
+                raise
 
     async def _fill(self, path: Path, *command: str) -> None:
         """Write the files of a worktree added without them, by `command` run in it (a
@@ -323,7 +346,7 @@ class LocalWorktreeProvider:
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:
         async with self._lock.held():
-            await finish_interrupted_move(self.repo_root, self._spares)
+            await finish_interrupted_move(self.repo_root, self._journal)
             yield
 
     async def _listed(self) -> set[Path]:
@@ -341,6 +364,13 @@ class LocalWorktreeProvider:
             if field.startswith("worktree ")
         ]
         return set(await trio.to_thread.run_sync(lambda: [resolve(p) for p in listed]))
+
+
+def _place_to_add(path: Path) -> Path:
+    pool = spare_pool(path)
+    if make_pool(pool) and pool.stat().st_dev == path.parent.stat().st_dev:
+        return pool_place(pool)
+    return path
 
 
 @functools.cache

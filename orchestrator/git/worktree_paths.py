@@ -8,17 +8,38 @@ from __future__ import annotations
 
 import array
 import fcntl
+import hashlib
 import os
 import threading
 from pathlib import Path
 
 from orchestrator.errors import StepFailed
 
+#: Where worktrees went, in the git directory, before they moved out of it (Claude Code
+#: refuses to edit any path with a `.git` directory in it): executions made then still
+#: have theirs there, relative to the git directory.
+LEGACY_ROOT = Path("kairo") / "worktrees"
+SUFFIX = ".kairo-worktrees"
 
-def default_worktree_root(git_common_dir: Path) -> Path:
-    """Where worktrees go when the plan names no `worktree_root`: inside the git directory,
-    so outside the working tree by construction, and gone with the repository."""
-    return git_common_dir / "kairo" / "worktrees"
+
+def default_worktree_root(checkout: Path) -> Path:
+    """Where worktrees go when the plan names no `worktree_root`: a folder beside the
+    checkout, `<parent>/<name>.kairo-worktrees` (docs/plan.md says why). Where that
+    parent cannot be written, or lies in a `.git` directory itself, a folder of the user's
+    data directory named after the checkout."""
+    beside = checkout.parent / f"{checkout.name}{SUFFIX}"
+    if not inside_git_directory(beside) and (
+        os.access(beside, os.W_OK) or (not beside.exists() and os.access(beside.parent, os.W_OK))
+    ):
+        return beside
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    digest = hashlib.sha256(os.fsencode(checkout)).hexdigest()[:8]
+    return Path(data) / "kairo-orch" / "worktrees" / f"{checkout.name}-{digest}"
+
+
+def inside_git_directory(path: Path) -> bool:
+    """Whether any directory on `path` is a `.git` one, where Claude Code edits nothing."""
+    return ".git" in path.parts
 
 
 def resolve(path: Path) -> Path:
@@ -33,8 +54,9 @@ _making_parents = threading.Lock()
 def prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> Path:
     """The resolved worktree path, its parent created; refuses unusable paths.
 
-    `reserved` is the one place inside the protected roots that is ours: a directory of
-    the git directory, which no working tree shows and no `git add` sweeps up.
+    `reserved` is the one place inside the protected roots that is ours: the directory of
+    the git directory where worktrees went before (LEGACY_ROOT), which executions of then
+    still use.
     """
     path = resolve(path)
     inside_reserved = path.is_relative_to(resolve(reserved))

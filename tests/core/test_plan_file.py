@@ -256,7 +256,16 @@ def test_worktree_root_inside_the_working_tree_is_refused(root: str) -> None:
     assert message.startswith("plan.yaml:4:16: worktree_root must lie outside the working tree")
 
 
-@pytest.mark.parametrize("root", ["../wt", "../../x/wt", "a/../../wt", "/var/tmp/wt"])
+@pytest.mark.parametrize("root", ["../.git/wt", "/srv/repo/.git/kairo", "../x/.git"])
+def test_worktree_root_inside_a_git_directory_is_refused(root: str) -> None:
+    message = only_problem(HEAD + f"worktree_root: '{root}'\nsubtasks:\n  - id: a\n")
+    assert message == (
+        "plan.yaml:4:16: worktree_root must not lie inside a .git directory: Claude Code "
+        f"refuses to edit any file there (got '{root}')"
+    )
+
+
+@pytest.mark.parametrize("root", ["../wt", "../../x/wt", "a/../../wt", "/var/tmp/wt", "../.gitx"])
 def test_worktree_root_outside_is_kept_as_written(root: str) -> None:
     resolved = load(HEAD + f"worktree_root: '{root}'\nsubtasks:\n  - id: a\n").plan
     assert resolved.worktree_root == root

@@ -111,12 +111,13 @@ def test_six_subtasks_five_merge_one_conflicts_and_the_checkout_is_untouched(
     # worktree was released before they were created: a race the test does not fix.
     merged = [s for s in status["subtasks"] if s["state"] == "merged"]
     assert [s["worktree"] for s in merged] == [None] * 5
-    spares = [w for w in worktrees if "/kairo/spare-worktrees/" in w]
+    spares = [w for w in worktrees if "/.spares/" in w]
     assert 5 - 3 <= len(spares) <= 5
     assert [w for w in worktrees[1:] if w not in spares] == [loud["worktree"]]
-    assert not Path(loud["worktree"]).is_relative_to(repo) or Path(loud["worktree"]).is_relative_to(
-        repo / ".git"
-    )
+    # beside the checkout, where every agent may edit: never in it, nor in a .git directory
+    beside = repo.parent / "project.kairo-worktrees"
+    assert Path(loud["worktree"]).parent.parent == beside
+    assert all(Path(w).is_relative_to(beside) for w in worktrees[1:])
 
     report = kairo.json("report")
     assert [m["id"] for m in report["merged"]] == [
@@ -236,7 +237,7 @@ def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> No
     assert loud["branch"] not in git(repo, "branch", "--format=%(refname:short)").split()
     # The released worktrees stay as spares for the next execution, until asked to go.
     listed = git(repo, "worktree", "list", "--porcelain")
-    spares = [line[9:] for line in listed.splitlines() if "/kairo/spare-worktrees/" in line]
+    spares = [line[9:] for line in listed.splitlines() if "/.spares/" in line]
     assert spares
     git(repo, "worktree", "lock", spares[0])  # the user's: left, and said so
     emptied = kairo.run("clean", "--spares")
@@ -246,6 +247,7 @@ def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> No
     git(repo, "worktree", "unlock", spares[0])
     assert "removed 1 spare worktree\n" in kairo.run("clean", "--spares").stdout
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (repo.parent / "project.kairo-worktrees").exists()  # nothing left beside it
 
 
 def test_clean_all_cleans_every_ended_execution(kairo: Kairo, repo: Path) -> None:

@@ -93,8 +93,9 @@ def dirty_repo(repo: Path) -> Path:
 
 @pytest.fixture
 def worktree_root(tmp_path: Path) -> Path:
-    """Where worktrees go: beside the checkout, never inside it."""
-    return tmp_path / "worktrees"
+    """Where an execution's worktrees go, `<root>/<execution>/`: beside the checkout, never
+    inside it. The root's spare pool is `<root>/.spares`."""
+    return tmp_path / "worktrees" / "01exec"
 
 
 def snapshot(checkout: Path) -> dict[str, str]:

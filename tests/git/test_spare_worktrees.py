@@ -15,14 +15,18 @@ from orchestrator.git import spare_worktrees
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
-from orchestrator.git.spare_worktrees import spare_root
+from orchestrator.git.spare_worktrees import POOL
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.git.conftest import GitCommands, run, write
 
 
+def pool(repo: Path) -> Path:
+    """The spare pool of the `worktree_root` fixture's root (conftest.py)."""
+    return repo.parent / "worktrees" / POOL
+
+
 def spares(repo: Path) -> list[Path]:
-    root = spare_root(repo / ".git")
-    return sorted(root.iterdir()) if root.is_dir() else []
+    return sorted(pool(repo).iterdir()) if pool(repo).is_dir() else []
 
 
 def listed(repo: Path) -> list[str]:
@@ -161,8 +165,7 @@ async def test_a_kill_while_a_worktree_was_put_aside_leaves_a_spare(
     provider = LocalWorktreeProvider(repo)
     made = await provider.create("s1", "kairo/s1", "main", worktree_root / "s1")
     run(made.path, "switch", "--quiet", "--detach")
-    spare = spare_root(repo / ".git") / "0123456789ab"
-    spare.parent.mkdir(parents=True)
+    spare = pool(repo) / "0123456789ab"  # the pool exists: the create added the worktree there
     kill_during_move(repo, made.path, spare)
 
     # Without the repair, git's prune would have forgotten it: an orphan on disk.
@@ -368,3 +371,52 @@ async def test_a_locked_spare_is_not_counted_as_kept_nor_removed_by_clean(
     [kept] = [spare for spare in spares(repo) if spare != locked]
     assert await provider.remove_spares() == ([kept], [locked])
     assert spares(repo) == [locked] and str(locked) in listed(repo)
+
+
+def administrative_name(worktree: Path) -> str:
+    """The name of the worktree's directory under .git/worktrees/, which agents see."""
+    return (worktree / ".git").read_text().strip().rsplit("/", 1)[-1]
+
+
+async def test_no_worktree_shows_an_agent_a_subtask_name_in_its_git_directory(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    first = await provider.create("fix-a", "kairo/fix-a", "main", worktree_root / "fix-a")
+    name = administrative_name(first.path)
+    assert "fix-a" not in name
+    await provider.release(first.path)
+    second = await provider.create("fix-b", "kairo/fix-b", "main", worktree_root / "fix-b")
+    assert spares(repo) == []  # the spare was reused, and says nothing of either subtask
+    assert administrative_name(second.path) == name
+
+
+async def test_each_worktree_root_keeps_a_pool_of_its_own(repo: Path, tmp_path: Path) -> None:
+    provider = LocalWorktreeProvider(repo)
+    elsewhere = tmp_path / "other-root" / "01exec"
+    made = await provider.create("s1", "kairo/s1", "main", elsewhere / "s1")
+    await provider.release(made.path)
+    assert len(list((tmp_path / "other-root" / POOL).iterdir())) == 1
+
+    await provider.create("s2", "kairo/s2", "main", tmp_path / "worktrees" / "01exec" / "s2")
+
+    assert len(list((tmp_path / "other-root" / POOL).iterdir())) == 1  # not taken from there
+
+
+async def test_clean_of_the_spares_empties_every_pool_the_old_one_too(
+    repo: Path, worktree_root: Path, tmp_path: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo)
+    for root in (worktree_root, tmp_path / "other-root" / "01exec"):
+        made = await provider.create(
+            root.parent.name, f"kairo/{root.parent.name}", "main", root / "s"
+        )
+        await provider.release(made.path)
+        root.rmdir()  # what clean leaves of an execution's directory
+    old = repo / ".git" / "kairo" / "spare-worktrees" / "0123456789ab"  # kairo-orch 0.1's
+    run(repo, "worktree", "add", "--quiet", "--detach", str(old), "main")
+
+    removed, locked = await provider.remove_spares()
+
+    assert (len(removed), locked) == (3, []) and listed(repo) == [str(repo)]
+    assert not (tmp_path / "worktrees").exists() and not (tmp_path / "other-root").exists()

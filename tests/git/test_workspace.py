@@ -18,6 +18,7 @@ from orchestrator.git.workspace import (
     WorkspaceKind,
     WorkspaceProvider,
 )
+from orchestrator.git.worktree_paths import default_worktree_root
 from tests.git.conftest import run, snapshot, write
 
 
@@ -243,3 +244,28 @@ async def test_a_create_cut_short_after_the_add_is_refused_then_adopted(
     assert (await git("status", "--porcelain", cwd=path)).stdout == ""
     # With no branch of that name there is nothing to finish.
     assert await provider.adopt("s2", "kairo/s2", worktree_root / "s2") is None
+
+
+def test_worktrees_go_beside_the_checkout_by_default(tmp_path: Path) -> None:
+    assert default_worktree_root(tmp_path / "shop") == tmp_path / "shop.kairo-worktrees"
+
+
+def test_a_checkout_inside_a_git_directory_has_its_worktrees_in_the_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    checkout = tmp_path / "outer" / ".git" / "modules" / "shop"
+    root = default_worktree_root(checkout)
+    assert root.parent == tmp_path / "data" / "kairo-orch" / "worktrees"
+    assert root.name.startswith("shop-") and root != default_worktree_root(tmp_path / "shop")
+
+
+async def test_a_worktree_where_the_last_version_put_them_is_still_made(repo: Path) -> None:
+    # An execution created before worktrees moved beside the checkout has its root in
+    # the git directory; resumed, it makes its worktrees there, and keeps its spares there.
+    provider = provider_for(repo)
+    old_root = repo / ".git" / "kairo" / "worktrees" / "01old"
+    made = await provider.create("s1", "kairo/s1", "main", old_root / "s1")
+    assert (made.path / "README.md").is_file()
+    await provider.release(made.path)
+    assert len(list((repo / ".git" / "kairo" / "worktrees" / ".spares").iterdir())) == 1
