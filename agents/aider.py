@@ -68,7 +68,9 @@ class AiderAgent:
         command += ["--chat-history-file", str(run_dir / "aider.chat.history.md")]
         command += ["--input-history-file", str(run_dir / "aider.input.history")]
         if spec.model:
-            command += ["--model", spec.model]
+            # Through an endpoint, an OpenAI-compatible one: litellm wants that said.
+            routed = spec.endpoint is not None and "/" not in spec.model
+            command += ["--model", f"openai/{spec.model}" if routed else spec.model]
         command += spec.extra_args
         if context.files:
             command += ["--", *context.files]

@@ -28,6 +28,13 @@ class AttemptContext:
     # What that session had used when it was recorded, for agents that report usage summed
     # over the whole session (codex): their stream filter subtracts it. See agents.usage.
     resume_totals: Mapping[str, int] | None = None
+    # The commands that check the work (the subtask's `verify`): an agent program that asks
+    # before it runs a command may run these unasked.
+    checks: tuple[str, ...] = ()
+    # What the attempt may still spend (the least of what its subtask's and the execution's
+    # token budgets have left), for the stream filters that can stop an agent at once;
+    # None: no budget.
+    token_allowance: int | None = None
 
     @property
     def message(self) -> str:

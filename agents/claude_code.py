@@ -1,12 +1,22 @@
 """Kind `claude-code`: Claude Code run headless, its stream rendered and its usage recorded.
 
-    python -I -S agents/claude_stream.py -- claude -p --output-format stream-json --verbose
-        --permission-mode MODE [--model MODEL] [--resume SESSION] [EXTRA ARGS...] -- PROMPT
+    python -I -S agents/claude_stream.py [--token-limit N] -- claude -p
+        --output-format stream-json --verbose --include-partial-messages
+        --permission-mode MODE [--allowedTools 'Bash(VERIFY:*)'] [--model MODEL]
+        [--resume SESSION] [EXTRA ARGS...] -- PROMPT
 
 Every flag is one `claude --help` lists (2.1.197); `stream-json` in `-p` mode requires
-`--verbose`. The prompt comes after `--`, so a prompt that starts with '-' stays a prompt.
+`--verbose`; `--include-partial-messages` adds each API call's usage as it streams, which
+the filter counts against the attempt's token allowance. The prompt comes after `--`, so a
+prompt that starts with '-' stays a prompt.
+
 `permission_mode` defaults to acceptEdits: in `-p` mode nobody is there to approve, and
-with `default` every edit would be refused (`bypassPermissions` is refused under root).
+with `default` every edit would be refused. acceptEdits allows edits in the working
+directory and trivial commands, but refuses others ("This command requires approval"),
+the subtask's own `verify` among them: it is allowed by name (`--allowedTools`), so the
+agent can run the check its work is judged by. `bypassPermissions` is refused by Claude
+Code under root unless IS_SANDBOX=1 (`require_runnable` says so before anything starts;
+under the bwrap sandbox kairo-orch sets it).
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from orchestrator.core.plan import AgentSpec
 
 DEFAULT_BINARY = "claude"
 DEFAULT_PERMISSION_MODE = "acceptEdits"
+# The modes in which a command not allowed by name is refused.
+ASKING_MODES = ("acceptEdits", "default", "dontAsk", "auto")
 
 
 class ClaudeCodeAgent:
@@ -35,13 +47,19 @@ class ClaudeCodeAgent:
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         command = [self.binary(spec), "-p", "--output-format", "stream-json", "--verbose"]
-        command += ["--permission-mode", spec.permission_mode or DEFAULT_PERMISSION_MODE]
+        command.append("--include-partial-messages")
+        mode = spec.permission_mode or DEFAULT_PERMISSION_MODE
+        command += ["--permission-mode", mode]
+        if mode in ASKING_MODES and context.checks:
+            command += ["--allowedTools", *(f"Bash({check}:*)" for check in context.checks)]
         if spec.model:
             command += ["--model", spec.model]
         if context.resume_session:
             command += ["--resume", context.resume_session]
         command += [*spec.extra_args, "--", context.message]
-        return filter_argv(agents.claude_stream.__file__, [], command)
+        allowance = context.token_allowance
+        options = [] if allowance is None else ["--token-limit", str(allowance)]
+        return filter_argv(agents.claude_stream.__file__, options, command)
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         # An update replacing the program under a running attempt helps nobody.

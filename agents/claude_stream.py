@@ -1,30 +1,40 @@
 """The stream filter of kind `claude-code`: `claude -p ... --output-format stream-json
---verbose` shown readably in the pane, and its usage recorded (agents/stream_filter.py).
+--verbose --include-partial-messages` shown readably in the pane, and its usage recorded
+(agents/stream_filter.py).
 
-    python -I -S agents/claude_stream.py -- claude -p --output-format stream-json ...
+    python -I -S agents/claude_stream.py [--token-limit N] -- claude -p ...
 
-The events, as Claude Code 2.1 prints them (pinned by tests/agents/standins/claude):
+The events, as Claude Code 2.1 prints them (pinned by tests/agents/standins/claude and
+the real program against tests/model_server):
 
     {"type":"system","subtype":"init","session_id":..,"model":..,"permissionMode":..,...}
+    {"type":"system","subtype":"api_retry","attempt":..,"max_retries":..,"retry_delay_ms":..,
+     "error_status":529,"error":"overloaded"}            it retries 429, 529, 5xx, 401 itself
+    {"type":"stream_event","event":{"type":"message_start","message":{"id":..,"usage":..}}}
+    {"type":"stream_event","event":{"type":"message_delta","usage":{"output_tokens":..}}}
     {"type":"assistant","message":{"id":..,"content":[{"type":"text"|"tool_use",...}],
                                    "usage":{...}},"session_id":..,"error"?:..}
-    {"type":"user","message":{"content":[{"type":"tool_result","is_error":..,...}]}}
+    {"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":..,
+                                          "is_error":..,"content":..}]}}
     {"type":"result","subtype":"success"|"error_max_turns"|"error_during_execution"|...,
-     "is_error":bool,"num_turns":..,"result"?:str,"errors"?:[str],"total_cost_usd":..,
-     "usage":{...},"modelUsage":{model:{inputTokens,outputTokens,cacheReadInputTokens,
-                                        cacheCreationInputTokens,costUSD}}}
+     "is_error":bool,"api_error_status":int|null,"num_turns":..,"result"?:str,
+     "errors"?:[str],"total_cost_usd":..,"usage":{...},"permission_denials":[{"tool_name",
+     "tool_use_id","tool_input"}],"modelUsage":{model:{inputTokens,outputTokens,
+     cacheReadInputTokens,cacheCreationInputTokens,costUSD}}}
 
-Without credentials the result says `"subtype":"success","is_error":true` and the text
-"Not logged in · Please run /login": `is_error`, not the subtype, decides. The assistant
-message before it says `"error":"authentication_failed"`, which becomes the record's result.
+A run that ends on an API error says `"subtype":"success","is_error":true`; the synthetic
+assistant message before it names the error (`"error":"authentication_failed"`,
+`"server_error"` for a 529 storm, `"rate_limit"`, `"max_output_tokens"` once four replies
+in a row were cut at the output limit), and that word becomes the record's result.
 
 Tokens counted (what token budgets see): `input_tokens` = fresh input + cache writes (new
 text the model read), `output_tokens`. Cache reads, the same prompt read again on every
 turn at a tenth of the price, are recorded apart as `cache_read_input_tokens` and not
-counted: with them a 30-turn session would count its system prompt 30 times. The numbers
-are `modelUsage` summed over models (it includes every API call, the ones of sub-agents and
-of small helper models too), else the result's `usage`; a stream cut short (no result) is
-estimated from its assistant messages, marked `"estimated": true`.
+counted: with them a 30-turn session would count its system prompt 30 times. While it
+runs, each API call is counted from its `message_start` and `message_delta` stream events
+(its `assistant` messages where there are none): that is the live count, the allowance's,
+and what a run cut short (no result) records. At the end the result's `modelUsage`, summed
+over models (every call, sub-agents' and small helper models' too), replaces it.
 """
 
 # ruff: noqa: PTH100, PTH120  (os.path: pathlib would only cost startup time here)
@@ -38,7 +48,15 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.stream_filter import AUTHENTICATION_FAILED, RULE, count, main, one_line
+from agents.live_usage import Tally
+from agents.stream_filter import (
+    RULE,
+    TOKEN_BUDGET,
+    count,
+    main,
+    one_line,
+    tally_options,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,17 +65,29 @@ if TYPE_CHECKING:
 LABEL = "claude-code"
 # The tool input that best says what a tool use does, in order of preference.
 _SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
+SUMMARY_CHARS = 2000  # of the agent's last message, kept for its commit's body
+_USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 class ClaudeStream:
-    def __init__(self) -> None:
+    def __init__(self, tally: Tally | None = None) -> None:
+        self.tally = tally or Tally()
         self.session_id: str | None = None  # from system/init: the session exists
         self.result: dict[str, Any] | None = None
-        self.by_message: dict[str, dict[str, Any]] = {}  # message id -> its last usage
-        self.error: str = ""  # an assistant message's `error`: "authentication_failed"
+        self.calls: dict[str, dict[str, int]] = {}  # message id -> its usage, as it grows
+        self.streaming: dict[object, str] = {}  # parent_tool_use_id -> the message it streams
+        self.error: str = ""  # the synthetic message's `error`: "authentication_failed", ...
+        self.failed_tools: dict[str, str] = {}  # tool_use_id -> what its failed result said
+        self.last_text = ""
+
+    def wants_stop(self) -> bool:
+        return self.tally.spent
 
     def event(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
+        if kind == "stream_event":
+            self._stream_event(event)
+            return None
         if kind == "system" and event.get("subtype") == "init":
             self.session_id = _text(event.get("session_id")) or None
             return (
@@ -65,26 +95,63 @@ class ClaudeStream:
                 f"{self.session_id} · model {event.get('model')} · permission mode "
                 f"{event.get('permissionMode')}"
             )
+        if kind == "system" and event.get("subtype") == "api_retry":
+            return self._retry(event)
         if kind == "assistant":
             return self._assistant(event)
         if kind == "user":
-            return _tool_errors(event)
+            return self._tool_errors(event)
         if kind == "result":
             self.result = event
         return None
+
+    def _stream_event(self, event: dict[str, Any]) -> None:
+        raw = event.get("event")
+        if not isinstance(raw, dict):
+            return
+        parent = event.get("parent_tool_use_id")
+        if raw.get("type") == "message_start" and isinstance(raw.get("message"), dict):
+            message = raw["message"]
+            self.streaming[parent] = str(message.get("id"))
+            self._call(self.streaming[parent], message.get("usage"))
+        elif raw.get("type") == "message_delta" and parent in self.streaming:
+            self._call(self.streaming[parent], raw.get("usage"))
+
+    def _call(self, message_id: str, usage: object) -> None:
+        """Fold one API call's usage in: its input once known, its output as it grows."""
+        if not isinstance(usage, dict):
+            return
+        seen = self.calls.setdefault(message_id, {})
+        for key in _USAGE_KEYS:
+            if key in usage and key not in seen:
+                seen[key] = count(usage[key])
+        seen["output_tokens"] = max(seen.get("output_tokens", 0), count(usage.get("output_tokens")))
+        self.tally.count(sum(_counted(call) for call in self.calls.values()))
+
+    def _retry(self, event: dict[str, Any]) -> str:
+        status = event.get("error_status")
+        self.tally.retried(status if isinstance(status, int) else None)
+        delay = event.get("retry_delay_ms")
+        wait = f" in {delay / 1000:.1f} s" if isinstance(delay, int | float) else ""
+        return (
+            f"  ⟳ the API answered {status} ({event.get('error')}): retry "
+            f"{event.get('attempt')} of {event.get('max_retries')}{wait}"
+        )
 
     def _assistant(self, event: dict[str, Any]) -> str | None:
         message = event.get("message")
         if not isinstance(message, dict):
             return None
-        if isinstance(message.get("usage"), dict):
-            self.by_message[str(message.get("id"))] = message["usage"]
+        synthetic = message.get("model") == "<synthetic>"  # an error's: no API call, no words
+        if not synthetic:
+            self._call(str(message.get("id")), message.get("usage"))
         shown: list[str] = []
         for block in message.get("content") or []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and _text(block.get("text")).strip():
                 shown.append(_text(block["text"]).strip())
+                self.last_text = self.last_text if synthetic else shown[-1]
             elif block.get("type") == "tool_use":
                 shown.append(f"→ {block.get('name')}: {_summary(block.get('input'))}")
         if event.get("error"):  # e.g. "authentication_failed"
@@ -93,13 +160,34 @@ class ClaudeStream:
                 shown[0] = f"{event['error']}: {shown[0]}"
         return "\n".join(shown) or None
 
+    def _tool_errors(self, event: dict[str, Any]) -> str | None:
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        shown: list[str] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            if block.get("is_error"):
+                said = one_line(_content_text(block.get("content")) or "the tool failed", 300)
+                self.failed_tools[str(block.get("tool_use_id"))] = said
+                shown.append(f"  ✗ {one_line(said)}")
+        return "\n".join(shown) or None
+
     def finish(self, exit_code: int, stderr_tail: list[str]) -> tuple[dict[str, Any], str]:
-        record: dict[str, Any]
         result = self.result
-        if result is None:
-            tokens = _estimate(self.by_message.values())
+        record: dict[str, Any]
+        if self.tally.spent or result is None:
+            tokens = _estimate(self.calls.values())
             record = {**tokens, "cost_usd": None, "session_id": self.session_id}
-            record.update(result="truncated", is_error=True, num_turns=None, estimated=True)
+            record.update(num_turns=None, estimated=True, **self._common())
+            if self.tally.spent:
+                record.update(result=TOKEN_BUDGET, is_error=True)
+                used = tokens["input_tokens"] + tokens["output_tokens"]
+                return record, (
+                    f"{RULE} claude-code stopped: {TOKEN_BUDGET}: its stream showed {used} "
+                    f"tokens, its allowance was {self.tally.limit}"
+                )
+            record.update(result="truncated", is_error=True)
             why = f": {one_line(stderr_tail[-1])}" if stderr_tail else ""
             return record, (
                 f"{RULE} claude-code ended without a result (exit {exit_code}), "
@@ -107,10 +195,13 @@ class ClaudeStream:
             )
         subtype = _text(result.get("subtype")) or "unknown"
         is_error = bool(result.get("is_error")) or subtype != "success"
-        if is_error and subtype == "success" and self.error == AUTHENTICATION_FAILED:
-            subtype = AUTHENTICATION_FAILED  # "success" says nothing; no retry helps this
+        if is_error and subtype == "success" and self.error:
+            subtype = self.error  # "success" says nothing; the error's own word does
         tokens = _tokens(result)
         cost = result.get("total_cost_usd")
+        status = result.get("api_error_status")
+        if isinstance(status, int):
+            self.tally.api_status = status
         record = {
             **tokens,
             "cost_usd": cost if isinstance(cost, int | float) else None,
@@ -118,12 +209,54 @@ class ClaudeStream:
             "result": subtype,
             "is_error": is_error,
             "num_turns": result.get("num_turns"),
+            **self._common(),
         }
+        if isinstance(result.get("result"), str) and not is_error:
+            record["summary"] = result["result"].strip()[:SUMMARY_CHARS]
+        record["refusals"] = self._refusals(result.get("permission_denials"))
         return record, _closing(record, result)
+
+    def _common(self) -> dict[str, Any]:
+        """What every record says besides tokens: retries, and the last words."""
+        common: dict[str, Any] = {"api_retries": self.tally.api_retries}
+        common.update(api_status=self.tally.api_status, refusals=[])
+        if self.last_text:
+            common["summary"] = self.last_text[:SUMMARY_CHARS]
+        return common
+
+    def _refusals(self, denials: object) -> list[dict[str, str]]:
+        """Each tool use Claude Code refused, with what it told the model."""
+        found = []
+        for denial in denials if isinstance(denials, list) else []:
+            if not isinstance(denial, dict):
+                continue
+            said = self.failed_tools.get(str(denial.get("tool_use_id")), "")
+            found.append(
+                {
+                    "tool": _text(denial.get("tool_name")) or "a tool",
+                    "target": _summary(denial.get("tool_input")),
+                    "message": said,
+                }
+            )
+        return found
+
+
+def _counted(call: dict[str, int]) -> int:
+    return (
+        call.get("input_tokens", 0)
+        + call.get("cache_creation_input_tokens", 0)
+        + call.get("output_tokens", 0)
+    )
 
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _content_text(body: object) -> str:
+    if isinstance(body, list):  # [{"type": "text", "text": ...}]
+        return " ".join(_text(part.get("text")) for part in body if isinstance(part, dict))
+    return _text(body)
 
 
 def _summary(tool_input: object) -> str:
@@ -133,19 +266,6 @@ def _summary(tool_input: object) -> str:
         if isinstance(tool_input.get(key), str):
             return one_line(tool_input[key])
     return one_line(json.dumps(tool_input, separators=(",", ":")))
-
-
-def _tool_errors(event: dict[str, Any]) -> str | None:
-    message = event.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    shown: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error"):
-            body = block.get("content")
-            if isinstance(body, list):  # [{"type": "text", "text": ...}]
-                body = " ".join(_text(part.get("text")) for part in body if isinstance(part, dict))
-            shown.append(f"  ✗ {one_line(_text(body) or 'the tool failed')}")
-    return "\n".join(shown) or None
 
 
 def _tokens(result: dict[str, Any]) -> dict[str, int]:
@@ -176,16 +296,16 @@ def _tokens(result: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _estimate(usages: Any) -> dict[str, int]:
-    """Summed over assistant messages (each id once: one message comes as several events)."""
+def _estimate(calls: Any) -> dict[str, int]:
+    """Summed over the API calls the stream showed."""
     total = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}
     total["cache_creation_input_tokens"] = 0
-    for usage in usages:
-        written = count(usage.get("cache_creation_input_tokens"))
-        total["input_tokens"] += count(usage.get("input_tokens")) + written
+    for call in calls:
+        written = call.get("cache_creation_input_tokens", 0)
+        total["input_tokens"] += call.get("input_tokens", 0) + written
         total["cache_creation_input_tokens"] += written
-        total["cache_read_input_tokens"] += count(usage.get("cache_read_input_tokens"))
-        total["output_tokens"] += count(usage.get("output_tokens"))
+        total["cache_read_input_tokens"] += call.get("cache_read_input_tokens", 0)
+        total["output_tokens"] += call.get("output_tokens", 0)
     return total
 
 
@@ -198,6 +318,10 @@ def _closing(record: dict[str, Any], result: dict[str, Any]) -> str:
     )
     if record["cost_usd"] is not None:
         facts.append(f"${record['cost_usd']:.4f}")
+    if record["api_retries"]:
+        facts.append(f"{record['api_retries']} API retries")
+    if record["refusals"]:
+        facts.append(f"{len(record['refusals'])} tool use(s) refused")
     if not record["is_error"]:
         return f"{RULE} claude-code done: {record['result']} · {' · '.join(facts)}"
     errors = result.get("errors")
@@ -211,9 +335,10 @@ def _closing(record: dict[str, Any], result: dict[str, Any]) -> str:
 
 
 def _make(options: dict[str, str]) -> ClaudeStream:
+    tally = tally_options(options)
     if options:
         raise ValueError(f"unknown options: {', '.join('--' + name for name in options)}")
-    return ClaudeStream()
+    return ClaudeStream(tally)
 
 
 if __name__ == "__main__":

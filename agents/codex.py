@@ -8,16 +8,25 @@ that does not take `--sandbox` itself, but the options written before it apply t
 (measured: without them a resumed thread runs read-only again), so the adapter's flags and
 `extra_args` always come first. `permission_mode` is the sandbox, default workspace-write:
 `codex exec` alone is read-only and could change nothing.
+
+An `endpoint` becomes a model provider of codex's own (agents/endpoints.py). Where codex's
+home (CODEX_HOME, else ~/.codex) lies in the temporary directory, codex refuses to make the
+helper its sandbox runs commands and patches through ("Refusing to create helper binaries
+under temporary dir"), and every one of them fails: such an attempt gets a TMPDIR of its
+own, in its run directory.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import agents.codex_stream
 from agents.base import AttemptContext
+from agents.endpoints import codex_provider_args
 from agents.stream_filter import filter_argv
 from orchestrator.core.plan import AgentSpec
 
@@ -40,7 +49,7 @@ class CodexAgent:
         command += ["--sandbox", spec.permission_mode or DEFAULT_SANDBOX]
         if spec.model:
             command += ["-m", spec.model]
-        command += spec.extra_args
+        command += [*codex_provider_args(spec), *spec.extra_args]
         options: list[str] = []
         if context.resume_session:
             command += ["resume", context.resume_session]
@@ -50,7 +59,17 @@ class CodexAgent:
         return filter_argv(agents.codex_stream.__file__, options, command)
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
-        return context.environment()
+        env = context.environment()
+        if _home_in_temporary_directory():
+            tmp = Path(context.prompt_file).parent / "tmp"
+            tmp.mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(tmp)
+        return env
 
     def idempotent(self, spec: AgentSpec) -> bool:
         return spec.idempotent
+
+
+def _home_in_temporary_directory() -> bool:
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").resolve()
+    return home.is_relative_to(Path(tempfile.gettempdir()).resolve())

@@ -1,7 +1,7 @@
 """The stream filter of kind `codex`: `codex exec --json ...` shown readably in the pane,
 and its usage recorded (agents/stream_filter.py).
 
-    python -I -S agents/codex_stream.py [--baseline JSON] -- codex exec --json ...
+    python -I -S agents/codex_stream.py [--baseline JSON] [--token-limit N] -- codex exec ...
 
 The events, as Codex CLI 0.171 prints them (its `ThreadEvent`s, pinned by
 tests/agents/standins/codex):
@@ -22,7 +22,9 @@ record keeps those totals as `session_totals`, and `--baseline` (the `session_to
 run this one resumes) is subtracted to count this run alone. Counted: `input_tokens` =
 input not served from the cache, `output_tokens` (reasoning included: OpenAI counts it in
 the output); the cached input is recorded as `cache_read_input_tokens`. Codex reports no
-cost, and nothing before the turn completes: a run cut short counts 0.
+cost, and no usage before the turn completes: a run cut short counts 0, and no allowance
+can stop it mid-turn (its timeout does). Its `error` events that say "Reconnecting..." are
+counted as API retries.
 """
 
 # ruff: noqa: PTH100, PTH120  (os.path: pathlib would only cost startup time here)
@@ -37,7 +39,15 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.stream_filter import AUTHENTICATION_FAILED, RULE, count, main, one_line
+from agents.live_usage import Tally
+from agents.stream_filter import (
+    AUTHENTICATION_FAILED,
+    RULE,
+    count,
+    main,
+    one_line,
+    tally_options,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,16 +56,23 @@ if TYPE_CHECKING:
 LABEL = "codex"
 # A turn that failed because codex is not signed in: a 401, or a refresh token refused.
 _UNAUTHORIZED = re.compile(r"\b401\b|refresh token|sign in again|log ?in again", re.IGNORECASE)
+_STATUS = re.compile(r"\b([45]\d\d)\b")
 TOTAL_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+SUMMARY_CHARS = 2000
 
 
 class CodexStream:
-    def __init__(self, baseline: dict[str, int] | None = None) -> None:
+    def __init__(self, baseline: dict[str, int] | None = None, tally: Tally | None = None) -> None:
         self.baseline = baseline or {}
+        self.tally = tally or Tally()
         self.thread_id: str | None = None
         self.totals: dict[str, int] | None = None  # the last turn.completed usage
         self.failure: str | None = None  # turn.failed
         self.last_error: str | None = None  # the last `error` event, for a cut-short run
+        self.last_message = ""
+
+    def wants_stop(self) -> bool:
+        return self.tally.spent
 
     def event(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -63,11 +80,15 @@ class CodexStream:
             self.thread_id = _text(event.get("thread_id")) or None
             return f"{RULE} codex thread {self.thread_id}"
         if kind in ("item.started", "item.completed") and isinstance(event.get("item"), dict):
-            return _item(event["item"], started=kind == "item.started")
+            item = event["item"]
+            if kind == "item.completed" and item.get("type") == "agent_message":
+                self.last_message = _text(item.get("text")).strip() or self.last_message
+            return _item(item, started=kind == "item.started")
         if kind == "turn.completed":
             usage = event.get("usage")
             usage = usage if isinstance(usage, dict) else {}
             self.totals = {key: count(usage.get(key)) for key in TOTAL_KEYS}
+            self.tally.count(sum(self._used().values()) - self._used()["cached_input_tokens"])
             return None
         if kind == "turn.failed":
             error = event.get("error")
@@ -76,15 +97,24 @@ class CodexStream:
             return None  # the closing line says it
         if kind == "error":
             self.last_error = _text(event.get("message")) or "error"
+            if self.last_error.startswith("Reconnecting"):
+                status = _STATUS.search(self.last_error)
+                self.tally.retried(int(status.group(1)) if status else None)
             return f"codex: {one_line(self.last_error, 300)}"
         return None
 
-    def finish(self, exit_code: int, stderr_tail: list[str]) -> tuple[dict[str, Any], str]:
+    def _used(self) -> dict[str, int]:
+        """This run's own usage: the thread's totals less what it had when resumed."""
         totals = self.totals or {}
         used = {
             key: max(0, totals.get(key, 0) - count(self.baseline.get(key))) for key in TOTAL_KEYS
         }
-        cached = min(used["cached_input_tokens"], used["input_tokens"])
+        used["cached_input_tokens"] = min(used["cached_input_tokens"], used["input_tokens"])
+        return used
+
+    def finish(self, exit_code: int, stderr_tail: list[str]) -> tuple[dict[str, Any], str]:
+        used = self._used()
+        cached = used["cached_input_tokens"]
         record: dict[str, Any] = {
             "input_tokens": used["input_tokens"] - cached,
             "output_tokens": used["output_tokens"],
@@ -92,7 +122,12 @@ class CodexStream:
             "cost_usd": None,
             "session_id": self.thread_id,
             "session_totals": self.totals,
+            "api_retries": self.tally.api_retries,
+            "api_status": self.tally.api_status,
+            "refusals": [],
         }
+        if self.last_message:
+            record["summary"] = self.last_message[:SUMMARY_CHARS]
         tokens = (
             f"{record['input_tokens']} in / {record['output_tokens']} out tokens (+{cached} cached)"
         )
@@ -151,18 +186,19 @@ def _item(item: dict[str, Any], *, started: bool) -> str | None:
 
 
 def _make(options: dict[str, str]) -> CodexStream:
+    tally = tally_options(options)
     unknown = set(options) - {"baseline"}
     if unknown:
         raise ValueError(f"unknown options: {', '.join('--' + name for name in sorted(unknown))}")
     if "baseline" not in options:
-        return CodexStream()
+        return CodexStream(tally=tally)
     try:
         baseline = json.loads(options["baseline"])
     except ValueError:
         baseline = None
     if not isinstance(baseline, dict):
         raise TypeError(f"--baseline must be a JSON object, got {options['baseline']!r}")
-    return CodexStream({key: count(baseline.get(key)) for key in TOTAL_KEYS})
+    return CodexStream({key: count(baseline.get(key)) for key in TOTAL_KEYS}, tally)
 
 
 if __name__ == "__main__":

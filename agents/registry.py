@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from agents.aider import AiderAgent
 from agents.base import AgentAdapter
 from agents.claude_code import ClaudeCodeAgent
 from agents.codex import CodexAgent
+from agents.endpoints import unset_references
 from agents.shell import CommandAgent, ShellAgent
 from orchestrator.core.plan import AgentSpec, ResolvedPlan
 from orchestrator.errors import EnvironmentProblem
@@ -69,6 +71,39 @@ def check_available(spec: AgentSpec, *, path: str | None = None) -> str | None:
         f"agent kind '{spec.kind}' needs the program '{program}', which is not on PATH: "
         f"install it{hint}, or give agent.binary its path"
     )
+
+
+def require_environment(plan: ResolvedPlan, environment: Mapping[str, str], *, root: bool) -> None:
+    """EnvironmentProblem for what the agents' settings need of this environment: each
+    variable their `env` and `endpoint` name set; Claude Code's permission to bypass
+    permissions as root (it refuses, unless told it runs in a sandbox)."""
+    problems: dict[str, list[str]] = {}
+    for subtask in plan.subtasks:
+        for name in unset_references(subtask.agent, environment):
+            problems.setdefault(
+                f"the agent's env or endpoint names ${{{name}}}, which is not set in this "
+                "environment: set it, or change the plan",
+                [],
+            ).append(subtask.id)
+        bypass = subtask.agent.kind == "claude-code" and (
+            subtask.agent.permission_mode == "bypassPermissions"
+        )
+        sandboxed = plan.sandbox.kind == "bwrap" or environment.get("IS_SANDBOX") == "1"
+        if bypass and root and not sandboxed:
+            problems.setdefault(
+                "Claude Code refuses permission_mode bypassPermissions when run as root: run "
+                "kairo-orch as another user, use sandbox: {kind: bwrap} (where kairo-orch "
+                "tells Claude Code it runs in a sandbox), or set IS_SANDBOX=1 if this machine "
+                "is one",
+                [],
+            ).append(subtask.id)
+    if problems:
+        raise EnvironmentProblem(
+            "\n".join(
+                f"{problem} (subtask{'s' if len(ids) > 1 else ''} {', '.join(ids)})"
+                for problem, ids in problems.items()
+            )
+        )
 
 
 def require_available(plan: ResolvedPlan, *, path: str | None = None) -> None:

@@ -17,6 +17,12 @@ its keys) and exits with:
 SIGTERM, SIGINT and SIGHUP are passed on to the agent, and the filter goes on reading until
 it has exited, so a stopped attempt still records what it had used. Standard library only,
 like agents/runner.py: it starts once per attempt, in front of the agent.
+
+While the agent runs, a stream that counts usage as it comes (claude's) keeps a `Tally`: the
+tokens used so far, written to a live file beside the usage file (agents.usage), which the
+supervisor reads to hold the execution's budget across parallel attempts; and, given
+`--token-limit N` (what the attempt may still spend), the filter ends the agent itself the
+moment its stream shows N tokens used, the way a timeout would, rather than a poll later.
 """
 
 # ruff: noqa: PTH100  (os.path: pathlib would only cost startup time here)
@@ -31,6 +37,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from agents.live_usage import Tally, live_path
 
 TYPE_CHECKING = False  # `typing` costs ~2 ms of startup; only mypy needs it
 if TYPE_CHECKING:
@@ -47,6 +55,10 @@ if TYPE_CHECKING:
             """The usage record (with at least `result` and `is_error`) and a closing line."""
             ...
 
+        def wants_stop(self) -> bool:
+            """Whether the agent must be stopped now (its token allowance is spent)."""
+            ...
+
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PRIVATE = 0o600
@@ -57,6 +69,18 @@ RULE = "──"
 #: The result of an attempt whose agent could not log in: no second attempt can change it
 #: (continuation.py gives up at once on it).
 AUTHENTICATION_FAILED = "authentication_failed"
+#: The result of an attempt the filter stopped because its stream had spent its allowance.
+TOKEN_BUDGET = "token_budget"
+
+
+def tally_options(options: dict[str, str]) -> Tally:
+    """The Tally of a filter's `--token-limit N` option, its live file beside the usage
+    file (KAIRO_USAGE_FILE + .live)."""
+    limit = options.pop("token-limit", None)
+    if limit is not None and not limit.isdigit():
+        raise ValueError(f"--token-limit must be a whole number of tokens, not {limit!r}")
+    usage_file = os.environ.get("KAIRO_USAGE_FILE")
+    return Tally(int(limit) if limit is not None else None, live_path(usage_file))
 
 
 def filter_argv(module_file: str, options: list[str], command: list[str]) -> list[str]:
@@ -184,6 +208,7 @@ def _pump(proc: subprocess.Popen[bytes], stream: Stream, out: _Output, tail: lis
     for fd in pending:
         selector.register(fd, selectors.EVENT_READ)
     exited_at: float | None = None
+    stopped = False
     while pending:
         for key, _ in selector.select(timeout=POLL_SECONDS):
             fd = key.fd
@@ -196,6 +221,10 @@ def _pump(proc: subprocess.Popen[bytes], stream: Stream, out: _Output, tail: lis
                 del pending[fd]
             for raw in lines:
                 _on_line(raw, is_events[fd], stream, out, tail)
+        if not stopped and stream.wants_stop():
+            stopped = True  # as a timeout would: the agent ends, and says what it used
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
         if exited_at is None and proc.poll() is not None:
             exited_at = time.monotonic()
         if exited_at is not None and time.monotonic() > exited_at + DRAIN_SECONDS:

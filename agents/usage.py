@@ -23,6 +23,9 @@ nothing reliable), written by agents/stream_filter.py when the agent has exited:
      "session_totals": {..} | null}               codex: the thread's cumulative usage
 
 `resume_point` is what the supervisor needs to continue a session on the next attempt.
+
+While an attempt runs, its stream filter keeps what it has used so far in a live file beside
+the usage file (agents/live_usage.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agents.base import AttemptContext
+
+USAGE_FILE = "usage.jsonl"  # in the attempt's run directory: KAIRO_USAGE_FILE
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from orchestrator.cli import render
 from orchestrator.cli.context import NoExecutionYet, open_workspace
 from orchestrator.cli.options import common_options
 from orchestrator.core.report import build_report, to_markdown
-from orchestrator.core.status import status_document
 
 
 @click.command()
@@ -25,14 +24,7 @@ def status(execution: str | None, as_json: bool, repo: Path, store_url: str | No
     with open_workspace(repo, store_url, create=False) as ws:
         execution_id = ws.resolve(execution)
         row = ws.row(execution_id)
-        state = ws.state(execution_id)
-        document = status_document(
-            state,
-            status=ws.status_of(state, row),
-            version=row.version,
-            head_seq=row.head_seq,
-            head_hash=row.head_hash,
-        )
+        document = ws.document(ws.state(execution_id), row)
     if as_json:
         click.echo(json.dumps(document, indent=2))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def _push_has_target(checkout: Path, push: str) -> bool:
 def require_runnable(plan: ResolvedPlan) -> None:
     """EnvironmentProblem (exit 5) for what this machine lacks to run the plan: an agent
     kind, its program, the sandbox. Found at validate and start, not once agents run."""
-    from agents.registry import require_available
+    from agents.registry import require_available, require_environment
 
     require_available(plan)
+    require_environment(plan, os.environ, root=os.geteuid() == 0)
     sandbox_for(plan.sandbox)

@@ -43,19 +43,31 @@ def styled(word: str) -> str:
 
 def status_table(document: dict[str, Any]) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("subtask", "state", "attempts", "tokens", "reason / worktree"):
+    for column in ("subtask", "state", "attempts", "tokens (cost)", "reason / worktree"):
         table.add_column(column)
     for item in document["subtasks"]:
         detail = item["reason"] or ""
         others = sorted({other for conflict in item["conflicts"] for other in conflict["with"]})
         if others:
             detail += f" (with {', '.join(others)})"
+        running = item.get("running") or {}
+        if running.get("api_retries"):  # what the agent is going through now
+            status = f" {running['api_status']}" if running.get("api_status") else ""
+            detail = f"API{status}: {running['api_retries']} retries so far{detail}"
         if item["worktree"]:  # a running subtask's, or one kept to look at what went wrong
             detail = f"{detail}; worktree {item['worktree']}" if detail else item["worktree"]
         table.add_row(
-            item["id"], styled(item["state"]), str(item["attempts"]), str(item["tokens"]), detail
+            item["id"], styled(item["state"]), str(item["attempts"]), _usage(item), detail
         )
     return table
+
+
+def _usage(item: dict[str, Any]) -> str:
+    """Tokens (with a running attempt's so far), and the cost where the agent says it."""
+    tokens = item["tokens"] + ((item.get("running") or {}).get("tokens") or 0)
+    spent = item.get("cost_usd") or 0
+    cost = f" (${spent:.2f})" if spent >= 0.01 else f" (${spent:.4f})" if spent else ""
+    return f"{tokens:,}{cost}" if tokens or cost else "0"
 
 
 def status_header(document: dict[str, Any]) -> str:

@@ -33,5 +33,6 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     for position, subtask_id in enumerate(merge_order(resolved), start=1):
         spec = resolved.subtask(subtask_id)
         after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""
-        files = f"  [{len(spec.files)} files]" if spec.files else ""
+        count = len(spec.files)
+        files = f"  [{count} file{'' if count == 1 else 's'}]" if spec.files else ""
         out.print(f"{position:>3}. {spec.id}  ({spec.agent.kind}){files}{after}", markup=False)

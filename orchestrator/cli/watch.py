@@ -14,7 +14,6 @@ from rich.live import Live
 from orchestrator.cli import render
 from orchestrator.cli.context import open_workspace
 from orchestrator.cli.options import common_options
-from orchestrator.core.status import status_document
 from orchestrator.errors import UsageError
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.tmux.interactive import attach_session
@@ -59,13 +58,7 @@ def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | 
             while True:
                 row = ws.row(execution_id)
                 state = advance_state(ws.store, state)  # only what was appended since
-                document = status_document(
-                    state,
-                    status=ws.status_of(state, row),
-                    version=row.version,
-                    head_seq=row.head_seq,
-                    head_hash=row.head_hash,
-                )
+                document = ws.document(state, row)
                 # Drawing is most of a look's cost: only for a change, or a resize (a client
                 # of another size attached), which leaves the old frame wrapped.
                 seen = (document, live.console.size)

@@ -7,7 +7,8 @@ history, so every constraint is a pure function and tests in microseconds. Actio
     ALLOW           nothing to say
     WARN_CONTINUE   recorded once, the work goes on (a budget 80% spent)
     GRACEFUL_EXIT   no further attempt starts; a running one may finish
-    EMERGENCY_STOP  the running attempt is killed now (its partial work is saved)
+    EMERGENCY_STOP  the running attempt is killed now (its partial work is saved), and no
+                    further attempt starts
 
 Users add their own constraint through the `kairo_orch.constraints` entry point group: an
 object with `name`, `validate(context)` and `on_violation(validation)` (see the README).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -44,7 +45,11 @@ class ResourceContext:
     execution_elapsed_s: float = 0.0
     #: The whole execution's tokens, from `state` unless given: `decide` looks at every
     #: attempt of a state at once, and the sum over all of them would make that quadratic.
+    #: Running attempts' live counts included (`decide`'s `live_tokens`).
     execution_tokens: int = -1
+    #: What the running attempt has used so far, by its stream's live count: not yet in
+    #: `state`, which learns an attempt's usage when it exits.
+    attempt_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.execution_tokens < 0:
@@ -52,11 +57,25 @@ class ResourceContext:
 
     @property
     def subtask_tokens(self) -> int:
-        return self.state.subtask(self.subtask_id).tokens
+        return self.state.subtask(self.subtask_id).tokens + self.attempt_tokens
 
 
-def execution_tokens(state: ExecutionState) -> int:
-    return sum(view.tokens for view in state.subtasks.values())
+def execution_tokens(state: ExecutionState, live: Mapping[str, int] | None = None) -> int:
+    """Every attempt's tokens, and `live`: running attempts' counts so far, by subtask."""
+    return sum(view.tokens for view in state.subtasks.values()) + sum((live or {}).values())
+
+
+def token_allowance(state: ExecutionState, subtask_id: str) -> int | None:
+    """What the subtask's next attempt may spend before a budget is spent: the least of
+    what its own budget and the execution's have left (None when neither is set)."""
+    left = []
+    budget = state.spec(subtask_id).limits.token_budget
+    if budget is not None:
+        left.append(budget - state.subtask(subtask_id).tokens)
+    budget = state.plan.execution_limits.token_budget
+    if budget is not None:
+        left.append(budget - execution_tokens(state))
+    return max(0, min(left)) if left else None
 
 
 @dataclass(frozen=True)
@@ -206,8 +225,10 @@ class _TokenBudget(abc.ABC):
         )
 
     def on_violation(self, validation: ResourceValidation) -> ResourceAction:
+        # Spent: a running attempt is ended now, as a timeout ends one (its stream counted
+        # past the budget), and none follows.
         if validation.severity == "over":
-            return ResourceAction.GRACEFUL_EXIT
+            return ResourceAction.EMERGENCY_STOP
         return ResourceAction.WARN_CONTINUE
 
 

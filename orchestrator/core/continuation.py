@@ -37,7 +37,7 @@ def needs_verify(spec: ResolvedSubtask, attempt: AttemptView) -> bool:
         and attempt.committed
         and attempt.stopped_by is None
         and attempt.exit_code == 0
-        and (bool(attempt.changed) or spec.allow_empty)
+        and (bool(attempt.changed) or attempt.after_changes or spec.allow_empty)
         and attempt.verify_exit_code is None
     )
 
@@ -59,6 +59,26 @@ def stopped(
 #: What the stream filters record for an agent that could not log in (agents/
 #: stream_filter.py): every attempt would fail alike, so none follows.
 AUTHENTICATION_FAILED = "authentication_failed"
+#: ... and for one they stopped at its token allowance: its budget is spent.
+TOKEN_BUDGET = "token_budget"
+#: Claude Code's word for replies cut at the output limit four times in a row.
+MAX_OUTPUT_TOKENS = "max_output_tokens"
+#: Claude Code's words for a run that ended on an API error it had retried.
+API_ERRORS = frozenset({"server_error", "rate_limit", "api_error", "overloaded"})
+HTTP_STATUS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Request Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
 
 
 def agent_failure(
@@ -75,15 +95,37 @@ def agent_failure(
                 "start the plan again"
             ),
         )
+    if attempt.result == TOKEN_BUDGET:
+        return ContinuationDecision(
+            "escalate",
+            reason=(
+                f"token_budget: attempt {attempt.number} was stopped when its stream showed "
+                f"{attempt.tokens} tokens, all that the budget had left"
+            ),
+        )
+    api = api_failure(attempt)
+    if api is not None:
+        return ContinuationDecision(
+            "nudge",
+            reason=f"agent_failed: {api}",
+            feedback=(
+                f"Attempt {attempt.number} ended because {api}: the model's service failed, "
+                "not your work. Go on from where it stopped." + _refused(attempt)
+            ),
+        )
     cut_short = _cut_short(attempt)
     if cut_short is not None:
+        advice = (
+            " Make smaller edits (one function, or one file, per edit) and keep replies short."
+            if attempt.result == MAX_OUTPUT_TOKENS
+            else " Go on from where it stopped."
+        )
         return ContinuationDecision(
             "nudge",
             reason=f"agent_failed: the agent {cut_short}",
             feedback=(
-                f"Attempt {attempt.number} {cut_short}, so the task is not done. Go on from "
-                "where it stopped. The last lines of its output:\n"
-                f"{_tail(attempt.output_tail)}"
+                f"Attempt {attempt.number} {cut_short}, so the task is not done.{advice}"
+                f"{_refused(attempt)} The last lines of its output:\n{_tail(attempt.output_tail)}"
             ),
         )
     said = (
@@ -95,10 +137,24 @@ def agent_failure(
         "nudge",
         reason=f"agent_failed: the agent {said}",
         feedback=(
-            f"Attempt {attempt.number} {said}, so it is not done. "
+            f"Attempt {attempt.number} {said}, so it is not done.{_refused(attempt)} "
             f"The last lines of its output:\n{_tail(attempt.output_tail)}"
         ),
     )
+
+
+def api_failure(attempt: AttemptView) -> str | None:
+    """The API error an attempt ended on, in words ("the API answered 529 Overloaded after
+    10 retries"), or None when it did not end on one."""
+    if attempt.result not in API_ERRORS and not (
+        attempt.api_status and attempt.result in ("success", "turn_failed", "truncated")
+    ):
+        return None
+    status = attempt.api_status
+    answered = f"{status} {HTTP_STATUS.get(status, 'error')}" if status else "an error"
+    retries = attempt.api_retries
+    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    return f"the API answered {answered}{after}"
 
 
 def _cut_short(attempt: AttemptView) -> str | None:
@@ -108,26 +164,63 @@ def _cut_short(attempt: AttemptView) -> str | None:
             return "stopped at its turn limit before it finished (error_max_turns)"
         case "truncated":
             return "stopped before it finished: its output ended without a result (truncated)"
+        case "max_output_tokens":
+            return (
+                "stopped because its replies were cut off at the model's output token limit, "
+                "again and again (max_output_tokens)"
+            )
     return None
+
+
+def refusals_in_words(attempt: AttemptView) -> list[str]:
+    """Each tool use the agent program refused, as a sentence to the agent."""
+    said = []
+    for refusal in attempt.refusals:
+        what = (
+            f"command `{refusal.target}`"
+            if refusal.tool == "Bash"
+            else f"{refusal.tool} of {refusal.target}"
+        )
+        why = f": {refusal.message}" if refusal.message else ""
+        said.append(f"your {what} was refused{why}")
+    return said
+
+
+def _refused(attempt: AttemptView) -> str:
+    refused = refusals_in_words(attempt)
+    if not refused:
+        return ""
+    return (
+        "\n\nWhat you were not allowed to do in that attempt:\n"
+        + "\n".join(f"- {line[0].upper()}{line[1:]}" for line in refused)
+        + "\nDo the work with what you are allowed, or say what you need and why.\n"
+    )
 
 
 def no_changes(
     spec: ResolvedSubtask, attempt: AttemptView, previous: AttemptView | None
 ) -> ContinuationDecision | None:
-    if attempt.changed or spec.allow_empty:
+    """The subtask's branch is as it found it: no attempt of it changed anything."""
+    if attempt.changed or attempt.after_changes or spec.allow_empty:
         return None
+    refused = refusals_in_words(attempt)
+    why = ""
+    if refused:
+        why = f": {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
     if previous is not None and (previous.reason or "").startswith("no_changes"):
         return ContinuationDecision(
             "escalate",
-            reason=f"no_changes: attempts {previous.number} and {attempt.number} changed nothing",
+            reason=(
+                f"no_changes: attempts {previous.number} and {attempt.number} changed nothing{why}"
+            ),
         )
     return ContinuationDecision(
         "nudge",
-        reason="no_changes: the attempt left the worktree as it found it",
+        reason=f"no_changes: the attempt left the worktree as it found it{why}",
         feedback=(
             f"Attempt {attempt.number} exited 0 but changed no file in the worktree "
             f"({attempt.start_commit[:12]} is still the head), so the task is not done. "
-            "Make the change the prompt asks for."
+            "Make the change the prompt asks for." + _refused(attempt)
         ),
     )
 
@@ -179,7 +272,7 @@ def verify_gate(
         feedback=(
             f"The check `{spec.verify}` failed (exit status {attempt.verify_exit_code}) in the "
             f"worktree after attempt {attempt.number}. The end of its output:\n"
-            f"{_tail(attempt.verify_output_tail)}"
+            f"{_tail(attempt.verify_output_tail)}{_refused(attempt)}"
         ),
     )
 

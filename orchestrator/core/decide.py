@@ -9,7 +9,7 @@ it after every event and drop commands that are already under way (`Command.key`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from orchestrator.core import events as ev
 from orchestrator.core.commands import (
@@ -36,7 +36,12 @@ from orchestrator.core.constraints import (
     evaluate,
     execution_tokens,
 )
-from orchestrator.core.continuation import AUTHENTICATION_FAILED, continue_after, needs_verify
+from orchestrator.core.continuation import (
+    AUTHENTICATION_FAILED,
+    TOKEN_BUDGET,
+    continue_after,
+    needs_verify,
+)
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.state import ExecutionState
@@ -47,14 +52,16 @@ def decide(
     state: ExecutionState,
     now: float = 0.0,
     constraints: Sequence[ResourceConstraint] = BUILT_IN,
+    live_tokens: Mapping[str, int] | None = None,
 ) -> Decision:
-    """`now` is unix time, for the constraints that measure the wall clock."""
+    """`now` is unix time, for the constraints that measure the wall clock; `live_tokens`
+    what running attempts have used so far, by subtask, for those that count tokens."""
     if state.ended is not None:
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
     events: list[ev.ExecutionEvent] = [
-        *_running_limits(state, now, constraints),
+        *_running_limits(state, now, constraints, live_tokens or {}),
         *_stops(state),
         *_skips(state),
         *_schedules(state),
@@ -210,13 +217,20 @@ def _elapsed(since: float | None, now: float) -> float:
 
 
 def _running_limits(
-    state: ExecutionState, now: float, constraints: Sequence[ResourceConstraint]
+    state: ExecutionState,
+    now: float,
+    constraints: Sequence[ResourceConstraint],
+    live_tokens: Mapping[str, int],
 ) -> Iterator[ev.ExecutionEvent]:
-    """Constraints on running attempts: the ones that watch the clock."""
-    tokens = execution_tokens(state)
+    """Constraints on running attempts: the ones that watch the clock, and the budgets
+    that watch running attempts' live token counts. An attempt its stream filter stopped
+    at its allowance is over a budget too, and is stopped as one the supervisor stops."""
+    tokens = execution_tokens(state, live_tokens)
     for view in state.subtasks.values():
         attempt = view.current_attempt
-        if view.state not in ACTIVE or attempt is None or attempt.exited:
+        if view.state not in ACTIVE or attempt is None:
+            continue
+        if attempt.exited and not (attempt.result == TOKEN_BUDGET and not attempt.committed):
             continue
         if attempt.stopped_by is not None or attempt.finished or attempt.started_at is None:
             continue
@@ -228,6 +242,7 @@ def _running_limits(
             attempt_elapsed_s=_elapsed(attempt.started_at, now),
             execution_elapsed_s=_elapsed(state.started_at, now),
             execution_tokens=tokens,
+            attempt_tokens=0 if attempt.exited else live_tokens.get(view.id, 0),
         )
         yield from _violations(state, context, evaluate(constraints, context))
 

@@ -87,6 +87,16 @@ class AttemptPaneOpened(_Event):
     resumed_session: str | None = None  # the agent's session this attempt continues
 
 
+class Refusal(BaseModel):
+    """A tool use the agent program refused its model (Claude Code's permission_denials)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str  # "Edit", "Bash", ...
+    target: str  # the file edited, the command run
+    message: str = ""  # what the program told the model
+
+
 class AttemptExited(_Event):
     type: Literal["attempt_exited"] = "attempt_exited"
     subtask_id: str
@@ -94,12 +104,19 @@ class AttemptExited(_Event):
     exit_code: int
     output_tail: str = ""
     tokens: int = 0  # from the attempt's usage file, input and output summed
+    input_tokens: int = 0  # of which input (fresh, or written to a cache) ...
+    output_tokens: int = 0  # ... and output
     cost_usd: float = 0.0  # likewise, for agents that report it
     session_id: str | None = None  # the agent's conversation, for the next attempt to resume
     # How the agent program said its run ended, from its usage line (agents/usage.py):
-    # e.g. "success", "error_max_turns", "truncated"; None when it says nothing.
+    # e.g. "success", "error_max_turns", "truncated", "server_error", "token_budget";
+    # None when it says nothing.
     result: str | None = None
     is_error: bool = False  # it said the run went wrong, whatever its exit status
+    api_retries: int = 0  # requests the program retried (429, 529, 5xx)
+    api_status: int | None = None  # the HTTP status of the last API error it met
+    refusals: tuple[Refusal, ...] = ()
+    summary: str = ""  # the agent's last message: its own account of the work
 
 
 class VerifyFinished(_Event):

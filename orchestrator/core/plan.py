@@ -25,6 +25,13 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class Endpoint(Frozen):
+    """Where an agent program sends its model requests: a gateway, a proxy, a local model."""
+
+    url: str
+    key_env: str | None = None  # the variable of kairo-orch's environment holding its key
+
+
 class AgentSpec(Frozen):
     kind: AgentKind = "shell"
     run: str | None = None  # kind shell: one command line for /bin/sh -c
@@ -35,6 +42,11 @@ class AgentSpec(Frozen):
     model: str | None = None
     permission_mode: str | None = None  # one of PERMISSION_MODES[kind]
     extra_args: tuple[str, ...] = ()  # passed to the program after the adapter's own flags
+    endpoint: Endpoint | None = None
+    # Every kind: variables the agent gets as written, past the secret filter (the plan
+    # named them); `${NAME}` in a value is NAME of kairo-orch's environment, so a key
+    # need not be written in the plan (agents/endpoints.py).
+    env: dict[str, str] = {}
 
 
 class Limits(Frozen):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
-from orchestrator.core.plan import ADAPTER_KINDS, PERMISSION_MODES, AgentKind, AgentSpec
+from orchestrator.core.plan import ADAPTER_KINDS, PERMISSION_MODES, AgentKind, AgentSpec, Endpoint
 from orchestrator.core.plan_errors import Problems
 from orchestrator.core.plan_yaml import Path
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # The keys that say which program runs and how; written for one kind, they mean nothing to
 # another. (`idempotent` describes the work, not the program.)
-ADAPTER_KEYS = ("binary", "model", "permission_mode", "extra_args")
+ADAPTER_KEYS = ("binary", "model", "permission_mode", "extra_args", "endpoint")
 PROGRAM_KEYS = frozenset({"kind", "run", "command", *ADAPTER_KEYS})
 
 
@@ -89,6 +89,8 @@ def resolve_agent(
         # not the program, so it still carries over.
         for key in PROGRAM_KEYS - {"kind"}:
             values.pop(key, None)
+    if "env" in own:  # variable by variable: a subtask adds to the plan's, or overrides one
+        own["env"] = {**values.get("env", {}), **own["env"]}
     values.update(own)
     origin.update({key: ("subtasks", i, "agent", key) for key in own})
     kind = cast("AgentKind", values.get("kind") or "shell")
@@ -113,6 +115,7 @@ def resolve_agent(
     if found:
         return None
     command = values.get("command")
+    endpoint = values.get("endpoint")
     return AgentSpec(
         kind=kind,
         run=values.get("run"),
@@ -122,4 +125,6 @@ def resolve_agent(
         model=values.get("model"),
         permission_mode=values.get("permission_mode"),
         extra_args=tuple(values.get("extra_args", ())),
+        endpoint=Endpoint(**endpoint.model_dump()) if endpoint is not None else None,
+        env=dict(values.get("env", {})),
     )

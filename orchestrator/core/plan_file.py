@@ -21,6 +21,7 @@ Choices plan.md leaves open, made the way a user would expect:
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -127,7 +128,37 @@ def _arguments(value: Any) -> Any:
     raise PydanticCustomError("plan_extra_args", f"must be a list of arguments, {example}")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise PydanticCustomError(
+            "plan_env_name", "must be an environment variable's name, e.g. GATEWAY_KEY"
+        )
+    return value
+
+
+def _env_value(value: str) -> str:
+    for name in re.findall(r"\$\{([^}]*)\}", value):
+        if not _ENV_NAME.fullmatch(name):
+            raise PydanticCustomError(
+                "plan_env_reference",
+                "${...} must name an environment variable, e.g. ${GATEWAY_KEY}",
+            )
+    return value
+
+
+def _url(value: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+        raise PydanticCustomError(
+            "plan_url", "must be an http:// or https:// URL, e.g. http://127.0.0.1:4000"
+        )
+    return value
+
+
 Id = Annotated[str, AfterValidator(_plan_id)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
 Text = Annotated[str, AfterValidator(_non_blank)]
 WholeNumber = Annotated[int, Field(ge=1)]
 Duration = Annotated[float, BeforeValidator(_duration)]
@@ -139,6 +170,11 @@ class _Raw(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class RawEndpoint(_Raw):
+    url: Annotated[str, AfterValidator(_url)]
+    key_env: EnvName | None = None
+
+
 class RawAgent(_Raw):
     kind: AgentKind | None = None
     run: Text | None = None
@@ -148,6 +184,8 @@ class RawAgent(_Raw):
     model: Text | None = None
     permission_mode: Text | None = None  # which values: plan_resolve, by kind
     extra_args: Annotated[list[str], BeforeValidator(_arguments)] = []
+    endpoint: RawEndpoint | None = None
+    env: dict[EnvName, Annotated[str, AfterValidator(_env_value)]] = {}
 
 
 class RawLimits(_Raw):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
@@ -74,6 +75,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             "subtasks": {
                 v.id: {
                     "tokens": v.tokens,
+                    "input_tokens": v.input_tokens,
+                    "output_tokens": v.output_tokens,
                     "cost_usd": v.cost_usd,
                     "attempts": len(v.attempts),
                     # each attempt's agent session, and the earlier one it continued
@@ -85,6 +88,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
                 for v in views
             },
         },
+        "attempts": {v.id: [_attempt(a) for a in v.attempts] for v in views if v.attempts},
         "review": [
             {"step": r.step, "exit_code": r.exit_code, "output_tail": _last_lines(r.output_tail)}
             for r in state.review.values()
@@ -94,6 +98,26 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
 
 
 TAIL_LINES = 12
+
+
+def _attempt(attempt: AttemptView) -> dict[str, Any]:
+    """What one attempt went through, as the agent program said and the gates judged."""
+    return {
+        "attempt": attempt.number,
+        "accepted": attempt.accepted,
+        "reason": attempt.reason,
+        "result": attempt.result,
+        "tokens": attempt.tokens,
+        "api_retries": attempt.api_retries,
+        "api_status": attempt.api_status,
+        "api_error": api_failure(attempt),
+        "refusals": refusals_in_words(attempt),
+        "resumed_session": attempt.resumed_session,
+    }
+
+
+def _eventful(attempt: dict[str, Any]) -> bool:
+    return bool(attempt["accepted"] is False or attempt["api_retries"] or attempt["refusals"])
 
 
 def _output_tail(view: SubtaskView) -> str:
@@ -167,6 +191,14 @@ def to_markdown(report: dict[str, Any]) -> str:
                         *(f"  {t}" for t in item["output_tail"].splitlines()),
                         "  ```",
                     ]
+    eventful = {
+        sid: [a for a in attempts if _eventful(a)] for sid, attempts in report["attempts"].items()
+    }
+    if any(eventful.values()):
+        lines += ["", "## What the agents went through", ""]
+        for sid, attempts in eventful.items():
+            for attempt in attempts:
+                lines.append(f"- **{sid}** attempt {attempt['attempt']}: {_went_through(attempt)}")
     if report["review"]:
         lines += ["", "## Push and pull request", ""]
     for item in report["review"]:
@@ -185,6 +217,17 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _went_through(attempt: dict[str, Any]) -> str:
+    said = []
+    if attempt["accepted"] is False:
+        said.append(f"not accepted: {attempt['reason']}" if attempt["reason"] else "not accepted")
+    if attempt["api_retries"] and not attempt["api_error"]:
+        status = f" after {attempt['api_status']}s" if attempt["api_status"] else ""
+        said.append(f"the agent retried the API {attempt['api_retries']} time(s){status}")
+    said += attempt["refusals"]
+    return "; ".join(said)
 
 
 def _review_outcome(exit_code: int | None) -> str:

@@ -101,13 +101,14 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 state, sid, worktree=path, branch=branch, head_commit=commit, copied=event.copied
             )
         case ev.AttemptStarted(subtask_id=sid):
+            view = state.subtask(sid)
             attempt = AttemptView(
                 number=event.attempt,
                 idempotency_key=event.idempotency_key,
                 run_dir=event.run_dir,
                 start_commit=event.start_commit,
+                after_changes=event.start_commit != view.start_commit,
             )
-            view = state.subtask(sid)
             return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
         case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id, at=at):
             state = _update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
@@ -137,10 +138,16 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 exit_code=event.exit_code,
                 output_tail=event.output_tail,
                 tokens=event.tokens,
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
                 cost_usd=event.cost_usd,
                 session_id=event.session_id,
                 result=event.result,
                 is_error=event.is_error,
+                api_retries=event.api_retries,
+                api_status=event.api_status,
+                refusals=event.refusals,
+                summary=event.summary,
             )
         case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
             state = _update_attempt(
@@ -266,7 +273,11 @@ def _violated(state: ExecutionState, event: ev.ConstraintViolated) -> ExecutionS
     if event.action == "WARN_CONTINUE":
         return replace(state, warned=state.warned | {f"{event.constraint}:{event.subtask_id}"})
     if event.action == "EMERGENCY_STOP" and event.subtask_id is not None:
-        return _update_attempt(state, event.subtask_id, stopped_by=event.reason)
+        attempt = state.subtask(event.subtask_id).current_attempt
+        # Of a running attempt; one that answers for an attempt not yet started (a budget
+        # spent, a clock run out between attempts) acts as GRACEFUL_EXIT.
+        if attempt is not None and attempt.number == event.attempt and not attempt.finished:
+            return _update_attempt(state, event.subtask_id, stopped_by=event.reason)
     return state  # GRACEFUL_EXIT: the failure that follows it says the rest
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.core.state import ExecutionState
@@ -21,8 +22,11 @@ def status_document(
     version: int,
     head_seq: int,
     head_hash: str,
+    running: Mapping[str, Mapping[str, int | None]] | None = None,
 ) -> dict[str, Any]:
+    """`running`: running attempts' usage so far, by subtask (agents.live_usage.read_live)."""
     created = state.created
+    running = running or {}
     return {
         "execution_id": state.execution_id,
         "plan": state.plan.name,
@@ -46,7 +50,12 @@ def status_document(
                 "head_commit": view.head_commit,
                 "attempts": len(view.attempts),
                 "tokens": view.tokens,
+                "input_tokens": view.input_tokens,
+                "output_tokens": view.output_tokens,
                 "cost_usd": view.cost_usd,
+                "api_retries": sum(attempt.api_retries for attempt in view.attempts),
+                # the running attempt's tokens and API retries so far, not yet in `tokens`
+                "running": dict(running[view.id]) if view.id in running else None,
                 "session_id": view.session_id,
                 "reason": view.reason,
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],

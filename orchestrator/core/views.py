@@ -48,11 +48,17 @@ class AttemptView:
     exit_code: int | None = None
     output_tail: str = ""
     tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
     cost_usd: float = 0.0
     session_id: str | None = None
     resumed_session: str | None = None  # the earlier session this attempt continued
     result: str | None = None  # the agent program's own word on how its run ended
     is_error: bool = False
+    api_retries: int = 0
+    api_status: int | None = None
+    refusals: tuple[ev.Refusal, ...] = ()
+    summary: str = ""
     head_commit: str | None = None
     changed: bool | None = None
     verify_exit_code: int | None = None
@@ -60,6 +66,10 @@ class AttemptView:
     accepted: bool | None = None
     reason: str | None = None
     feedback: str = ""  # what the next attempt is told
+    # It started on a branch that earlier attempts of its subtask had changed: what it
+    # leaves is judged with their work, not alone (an attempt sent back to finish may
+    # only need to check that it is done).
+    after_changes: bool = False
 
     @property
     def exited(self) -> bool:
@@ -108,6 +118,14 @@ class SubtaskView:
     @property
     def tokens(self) -> int:
         return sum(attempt.tokens for attempt in self.attempts)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(attempt.input_tokens for attempt in self.attempts)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(attempt.output_tokens for attempt in self.attempts)
 
     @property
     def cost_usd(self) -> float:

@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import AttemptContext
+from agents.endpoints import agent_templates, expand
+from agents.live_usage import read_live
 from agents.registry import adapter_for
 from agents.runner import runner_argv
-from agents.usage import usage_records
-from orchestrator.core.plan import ResolvedSubtask
+from agents.usage import USAGE_FILE, usage_records
+from orchestrator.core.events import AttemptExited, Refusal
+from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
+from orchestrator.core.state import ExecutionState
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
 
 # Variables of the supervisor itself that must not leak into an agent's world.
@@ -41,7 +46,7 @@ class RunFiles:
 
     @property
     def usage(self) -> Path:
-        return self.directory / "usage.jsonl"
+        return self.directory / USAGE_FILE
 
     @property
     def output(self) -> Path:
@@ -89,14 +94,17 @@ def write_attempt_files(
     files.prompt.write_text(context.prompt, encoding="utf-8")
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
+    env = without_secrets(
+        agent_environment(base_environment, adapter.environment(spec.agent, context)),
+        passed=pass_env,
+        kind=spec.agent.kind,
+    )
+    # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.
+    env.update(expand(agent_templates(spec.agent), base_environment))
     runner_spec: dict[str, Any] = {
         "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
         "cwd": context.worktree,
-        "env": without_secrets(
-            agent_environment(base_environment, adapter.environment(spec.agent, context)),
-            passed=pass_env,
-            kind=spec.agent.kind,
-        ),
+        "env": env,
         "output_log": str(files.output),
         "started_path": str(files.started),
         "exit_path": str(files.exit),
@@ -158,33 +166,99 @@ def runner_ever_started(files: RunFiles) -> bool:
 
 @dataclass(frozen=True)
 class Usage:
-    """What an attempt's usage file says: summed tokens and cost, the last session id, and
-    how the agent program said its run ended (the last line that says)."""
+    """What an attempt's usage file says: summed tokens and cost, the last session id, how
+    the agent program said its run ended (the last line that says), what it went through."""
 
-    tokens: int = 0  # input plus output
+    input_tokens: int = 0
+    output_tokens: int = 0
     cost_usd: float = 0.0
     session_id: str | None = None  # the conversation it had, shown by `status`
     result: str | None = None
     is_error: bool = False
+    api_retries: int = 0
+    api_status: int | None = None
+    refusals: tuple[Refusal, ...] = ()
+    summary: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def _whole(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def read_usage(files: RunFiles) -> Usage:
     """What every well-formed line of the usage file adds up to; an agent's half-written or
     malformed line is not worth failing an attempt for, so it is skipped."""
-    tokens, cost, session = 0, 0.0, None
-    result, is_error = None, False
+    found: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    found["api_retries"] = 0
+    refusals: list[Refusal] = []
     for record in usage_records(files.usage):
-        for key in ("input_tokens", "output_tokens"):
-            value = record.get(key)
-            if isinstance(value, int) and value > 0:
-                tokens += value
+        for key in ("input_tokens", "output_tokens", "api_retries"):
+            found[key] += _whole(record.get(key))
         value = record.get("cost_usd")
         if isinstance(value, int | float) and value > 0:
-            cost += value
-        value = record.get("session_id")
-        if isinstance(value, str) and value:
-            session = value
+            found["cost_usd"] += value
+        for key in ("session_id", "summary"):
+            if isinstance(record.get(key), str) and record[key]:
+                found[key] = record[key]
+        if isinstance(record.get("api_status"), int):
+            found["api_status"] = record["api_status"]
         value = record.get("result")
         if isinstance(value, str) and value:
-            result, is_error = value, record.get("is_error") is True
-    return Usage(tokens, round(cost, 6), session, result, is_error)
+            found.update(result=value, is_error=record.get("is_error") is True)
+        listed = record.get("refusals")
+        for refusal in listed if isinstance(listed, list) else []:
+            if isinstance(refusal, dict):
+                refusals.append(_refusal(refusal))
+    found["cost_usd"] = round(found["cost_usd"], 6)
+    return Usage(**found, refusals=tuple(refusals))
+
+
+def _refusal(record: dict[str, Any]) -> Refusal:
+    return Refusal(
+        tool=str(record.get("tool") or "a tool"),
+        target=str(record.get("target") or ""),
+        message=str(record.get("message") or ""),
+    )
+
+
+def exited(subtask_id: str, attempt: int, record: ExitRecord, usage: Usage) -> AttemptExited:
+    """The event that says how an attempt ended: its runner's record and its usage file."""
+    return AttemptExited(
+        subtask_id=subtask_id,
+        attempt=attempt,
+        exit_code=record.exit_code,
+        output_tail=record.output_tail[-OUTPUT_TAIL_BYTES:],
+        tokens=usage.tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        session_id=usage.session_id,
+        result=usage.result,
+        is_error=usage.is_error,
+        api_retries=usage.api_retries,
+        api_status=usage.api_status,
+        refusals=usage.refusals,
+        summary=usage.summary,
+    )
+
+
+def watches_tokens(plan: ResolvedPlan) -> bool:
+    """Whether a token budget is set, which running attempts' live counts are read for."""
+    return plan.execution_limits.token_budget is not None or any(
+        spec.limits.token_budget is not None for spec in plan.subtasks
+    )
+
+
+def live_tokens(state: ExecutionState) -> dict[str, int]:
+    """Each running attempt's tokens so far, by subtask."""
+    found = {}
+    for view in state.subtasks.values():
+        attempt = view.current_attempt
+        if attempt is not None and attempt.pane_id is not None and not attempt.exited:
+            live = read_live(str(RunFiles(Path(attempt.run_dir)).usage))
+            found[view.id] = (live["tokens"] or 0) if live is not None else 0
+    return found

@@ -16,6 +16,7 @@ from agents.registry import adapter_for
 from agents.usage import ResumePoint, resume_point, resumed
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.constraints import token_allowance
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
@@ -25,6 +26,7 @@ from orchestrator.git.history import commits_between, diffstat
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
 from orchestrator.git.refs import BranchExists, branch_ref, create_branch, rev_parse, tree_of
 from orchestrator.runtime.attempts import (
+    exited,
     read_exit_record,
     read_usage,
     render_prompt,
@@ -141,6 +143,8 @@ def _context(
     files = attempt_files(state, subtask_id, attempt)
     assert view.worktree is not None
     return AttemptContext(
+        checks=(spec.verify,) if spec.verify else (),
+        token_allowance=token_allowance(state, subtask_id),
         execution_id=state.execution_id,
         subtask_id=subtask_id,
         attempt=attempt,
@@ -252,19 +256,7 @@ async def _await_attempt(
     if record is None or record.interrupted:
         return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
     usage = await trio.to_thread.run_sync(read_usage, files)
-    return [
-        ev.AttemptExited(
-            subtask_id=command.subtask_id,
-            attempt=command.attempt,
-            exit_code=record.exit_code,
-            output_tail=record.output_tail[-OUTPUT_TAIL_BYTES:],
-            tokens=usage.tokens,
-            cost_usd=usage.cost_usd,
-            session_id=usage.session_id,
-            result=usage.result,
-            is_error=usage.is_error,
-        )
-    ]
+    return [exited(command.subtask_id, command.attempt, record, usage)]
 
 
 async def _commit_attempt(
@@ -276,9 +268,11 @@ async def _commit_attempt(
     assert view.worktree is not None and attempt is not None
     if attempt.stopped_by is not None:
         return [await _set_aside(edges, state, sid, number)]
+    # The agent's own account of its work, where it gave one, as the commit's body.
+    said = f"\n\n{attempt.summary.strip()}" if attempt.summary.strip() else ""
     outcome = await commit_all(
         Path(view.worktree),
-        message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}",
+        message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}{said}",
         trailers={
             "Kairo-Execution": state.execution_id,
             "Kairo-Subtask": sid,

@@ -28,6 +28,7 @@ from orchestrator.git.recovery import reset_worktree, save_worktree_state
 from orchestrator.git.repo import git
 from orchestrator.runtime.attempts import (
     RunFiles,
+    exited,
     read_exit_record,
     read_usage,
     runner_alive,
@@ -76,18 +77,7 @@ async def _reconcile_attempt(
     if record is not None and not record.interrupted:
         usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
-        return [
-            *opened,
-            ev.AttemptExited(
-                subtask_id=view.id,
-                attempt=attempt.number,
-                exit_code=record.exit_code,
-                output_tail=record.output_tail,
-                tokens=usage.tokens,
-                cost_usd=usage.cost_usd,
-                session_id=usage.session_id,
-            ),
-        ]
+        return [*opened, exited(view.id, attempt.number, record, usage)]
     if record is None and await trio.to_thread.run_sync(runner_alive, files):
         log.info("reattached", subtask_id=view.id, attempt=attempt.number)
         return opened

@@ -107,6 +107,8 @@ class BwrapSandbox:
         tmp.mkdir(parents=True, exist_ok=True)
         args = [self.binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--die-with-parent", "--setenv", "TMPDIR", str(tmp)]
+        # Claude Code's own switch: it allows bypassPermissions under root only in a sandbox.
+        args += ["--setenv", "IS_SANDBOX", "1"]
         for path in writable:
             if path.exists():
                 args += ["--bind", str(path), str(path)]

@@ -25,6 +25,7 @@ from orchestrator.core.ids import live_view_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
+from orchestrator.runtime.attempts import live_tokens, watches_tokens
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
@@ -90,13 +91,15 @@ async def _loop(
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
     live_view = LiveViewGate(edges.tmux, journal.execution_id)
+    watching = watches_tokens(journal.state.plan)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
         nursery.start_soon(stop_on_signals, journal, signals)
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()
-            decision = decide(journal.state, time.time(), constraints)
+            live = await trio.to_thread.run_sync(live_tokens, journal.state) if watching else {}
+            decision = decide(journal.state, time.time(), constraints, live)
             if decision.events:
                 await journal.append(decision.events)
                 for subtask_id in {getattr(e, "subtask_id", "") for e in decision.events}:

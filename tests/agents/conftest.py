@@ -100,6 +100,7 @@ class Attempts:
         stop_when: str | None = None,
         stop_after: float | None = None,
         timeout: float = 60.0,
+        cwd: Path | None = None,
     ) -> Run:
         """Run `argv` in the worktree as the runner would; with `stop_when`/`stop_after`,
         SIGTERM the filter (only it: it must pass the signal on) once its output holds
@@ -111,7 +112,7 @@ class Attempts:
         with out_path.open("wb") as out:
             proc = subprocess.Popen(
                 argv,
-                cwd=self.worktree,
+                cwd=cwd or self.worktree,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

@@ -14,9 +14,10 @@ from agents.aider import AiderAgent
 from agents.base import AttemptContext
 from agents.claude_code import ClaudeCodeAgent
 from agents.codex import CodexAgent
+from agents.endpoints import agent_templates, expand, unset_references
 from agents.registry import adapter_for, supported_kinds
 from agents.shell import CommandAgent, ShellAgent
-from orchestrator.core.plan import AgentSpec
+from orchestrator.core.plan import AgentSpec, Endpoint
 
 CONTEXT = AttemptContext(
     execution_id="01JEXEC",
@@ -69,11 +70,30 @@ def test_claude_defaults() -> None:
         "--output-format",
         "stream-json",
         "--verbose",
+        "--include-partial-messages",
         "--permission-mode",
         "acceptEdits",
         "--",
         "- rename fmt to format",
     ]
+
+
+def test_claude_may_run_its_subtask_s_check_and_is_stopped_at_its_allowance() -> None:
+    context = AttemptContext(
+        **{**CONTEXT.__dict__, "checks": ("python -m pytest -q",), "token_allowance": 5000}
+    )
+    argv = ClaudeCodeAgent().argv(AgentSpec(kind="claude-code"), context)
+    assert argv[4:7] == ["--token-limit", "5000", "--"]
+    mode = argv.index("--permission-mode")
+    assert argv[mode : mode + 4] == [
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Bash(python -m pytest -q:*)",
+    ]
+    # bypassing permissions, nothing needs allowing
+    bypass = AgentSpec(kind="claude-code", permission_mode="bypassPermissions")
+    assert "--allowedTools" not in ClaudeCodeAgent().argv(bypass, context)
 
 
 def test_claude_with_every_key_and_a_session_to_resume() -> None:
@@ -92,6 +112,7 @@ def test_claude_with_every_key_and_a_session_to_resume() -> None:
         "--output-format",
         "stream-json",
         "--verbose",
+        "--include-partial-messages",
         "--permission-mode",
         "plan",
         "--model",
@@ -248,3 +269,41 @@ def test_every_kind_of_the_plan_has_an_adapter() -> None:
     assert supported_kinds() == ("shell", "command", "claude-code", "codex", "aider")
     assert isinstance(adapter_for("shell"), ShellAgent)
     assert isinstance(adapter_for("command"), CommandAgent)
+
+
+# --- endpoints and env -------------------------------------------------------------------
+
+GATEWAY = Endpoint(url="http://127.0.0.1:4000/v1", key_env="GW_KEY")
+
+
+def test_an_endpoint_is_each_kind_s_own_settings_and_names_its_key() -> None:
+    claude = AgentSpec(kind="claude-code", endpoint=GATEWAY, env={"X": "${TEAM}-x"})
+    assert agent_templates(claude) == {
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:4000/v1",
+        "ANTHROPIC_API_KEY": "${GW_KEY}",
+        "X": "${TEAM}-x",
+    }
+    assert expand(agent_templates(claude), {"GW_KEY": "sk-1", "TEAM": "red"}) == {
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:4000/v1",
+        "ANTHROPIC_API_KEY": "sk-1",
+        "X": "red-x",
+    }
+    assert list(unset_references(claude, {"GW_KEY": "sk-1"})) == ["TEAM"]
+    aider = AgentSpec(kind="aider", endpoint=GATEWAY, model="qwen")
+    assert agent_templates(aider)["OPENAI_API_BASE"] == "http://127.0.0.1:4000/v1"
+    argv = AiderAgent().argv(aider, CONTEXT)
+    assert argv[argv.index("--model") + 1] == "openai/qwen"  # litellm's word for such a one
+
+
+def test_codex_gets_a_model_provider_of_the_endpoint_and_reads_the_key_itself() -> None:
+    spec = AgentSpec(kind="codex", endpoint=GATEWAY)
+    argv = CodexAgent().argv(spec, CONTEXT)
+    command = argv[argv.index("--") + 1 :]
+    assert command[5:9] == [
+        "-c",
+        'model_provider="kairo"',
+        "-c",
+        'model_providers.kairo={name="kairo",base_url="http://127.0.0.1:4000/v1",'
+        'env_key="GW_KEY",wire_api="responses"}',
+    ]
+    assert agent_templates(spec) == {"GW_KEY": "${GW_KEY}"}  # past the secret filter

@@ -9,6 +9,7 @@ each runs with an empty HOME and no credentials in its environment.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from pathlib import Path
@@ -22,7 +23,7 @@ from agents.codex import CodexAgent
 from agents.usage import resume_point, resumed
 from orchestrator.core.plan import AgentSpec
 from tests.agents.conftest import Attempts, Run
-from tests.model_server import Reply, Script, Usage, bash, serve
+from tests.model_server import Reply, Rule, Script, Usage, bash, edit, read, serve
 from tests.real_agents import AIDER, CLAUDE, CODEX, Program, missing_reason, required
 
 pytestmark = pytest.mark.slow
@@ -170,6 +171,102 @@ def test_real_claude_max_turns_is_a_failure_that_can_resume(
     )
     assert run.record["result"] == "error_max_turns"
     assert run.record["output_tokens"] > 0 and run.record["session_id"]
+
+
+def test_real_claude_is_counted_call_by_call_and_stopped_at_its_allowance(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    (attempts.worktree / "calc.py").write_text("x = 1\n")
+    reading = Reply(tools=(read("calc.py"),), usage=Usage(input_tokens=5000, output_tokens=50))
+    with serve(Script(default=reading)) as api:
+        context = attempts.context(PROMPT, token_allowance=20_000)
+        run = run_claude(attempts, real(claude_bin), context, api.claude_env())
+    record = run.record
+    assert (record["result"], record["is_error"]) == ("token_budget", True)
+    assert run.code != 0
+    # what the stream showed of each answered call, the last one's output included
+    used = record["input_tokens"] + record["output_tokens"]
+    assert 20_000 <= used <= 20_000 + 5050, record
+    assert used <= sum(sum(e.reply.usage.counted) for e in api.exchanges())
+    assert "── claude-code stopped: token_budget: its stream showed" in run.out
+    live = json.loads(Path(context.usage_file + ".live").read_text())
+    assert live["tokens"] == used
+
+
+def test_real_claude_retries_an_overloaded_api_and_the_pane_says_so(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    script = Script(Rule(Reply(status=529), times=2), default=Reply(text=HELLO))
+    with serve(script) as api:
+        run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), api.claude_env())
+    assert run.code == 0, run.out
+    assert "  ⟳ the API answered 529 (overloaded): retry 1 of 10 in" in run.out
+    assert (run.record["api_retries"], run.record["api_status"]) == (2, 529)
+
+
+def test_real_claude_past_its_retries_ends_on_the_api_s_error(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    with serve(Script(default=Reply(status=529))) as api:
+        env = {**api.claude_env(), "CLAUDE_CODE_MAX_RETRIES": "1"}
+        run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), env)
+    assert run.code == 1
+    record = run.record
+    assert (record["result"], record["api_status"], record["api_retries"]) == (
+        "server_error",
+        529,
+        1,
+    )
+    assert run.out.splitlines()[-1].startswith("── claude-code failed: server_error: API Error")
+
+
+def test_real_claude_with_a_key_refused_ends_as_one_that_cannot_log_in(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    with serve(Script(default=Reply(status=401))) as api:
+        env = {**api.claude_env(), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), env)
+    assert (run.code, run.record["result"], run.record["api_status"]) == (
+        1,
+        "authentication_failed",
+        401,
+    )
+
+
+def test_real_claude_replies_cut_at_the_output_limit_again_and_again(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    with serve(Script(default=Reply(text="A long answer, cut", stop="max_tokens"))) as api:
+        run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), api.claude_env())
+        continued = [e.conversation.last_text for e in api.exchanges()[1:]]
+    # Claude Code continues a cut reply itself, three times, then gives up
+    assert continued and all("Output token limit hit" in text for text in continued)
+    assert (run.code, run.record["result"]) == (1, "max_output_tokens")
+
+
+def test_real_claude_names_each_edit_it_refused_and_what_it_said(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    # A worktree inside a .git directory, where Claude Code edits nothing.
+    inside = attempts.worktree / ".git" / "kairo" / "worktrees" / "x"
+    inside.mkdir(parents=True)
+    (inside / "calc.py").write_text("x = 1\n")
+    script = Script(
+        Rule(Reply(tools=(read("calc.py"),)), turn=1),
+        Rule(Reply(tools=(edit("calc.py", "x = 1", "x = 2"),)), turn=2),
+        default=Reply(text="I could not edit it."),
+    )
+    with serve(script) as api:
+        context = attempts.context(PROMPT, worktree=str(inside))
+        adapter = ClaudeCodeAgent()
+        env = {**adapter.environment(real(claude_bin), context), **api.claude_env()}
+        run = attempts.run(adapter.argv(real(claude_bin), context), context, env, cwd=inside)
+    assert run.code == 0, run.out
+    [refusal] = run.record["refusals"]
+    assert refusal["tool"] == "Edit" and refusal["target"] == str(inside / "calc.py")
+    assert refusal["message"].endswith("which is a sensitive file.")
+    assert (inside / "calc.py").read_text() == "x = 1\n"
+    assert run.record["summary"] == "I could not edit it."
 
 
 # --- codex -------------------------------------------------------------------------------

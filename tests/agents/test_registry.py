@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.registry import check_available, require_available
-from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask
+from agents.registry import check_available, require_available, require_environment
+from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 
 
@@ -100,3 +100,17 @@ def test_require_available_names_every_missing_program_and_who_needs_it(bin_dir:
 def test_require_available_is_silent_when_everything_is_there(bin_dir: Path) -> None:
     plan = ResolvedPlan(name="demo", subtasks=(subtask("b", AgentSpec(kind="claude-code")),))
     require_available(plan, path=str(bin_dir))
+
+
+def test_root_may_not_bypass_claude_code_s_permissions_outside_a_sandbox() -> None:
+    bypass = AgentSpec(kind="claude-code", permission_mode="bypassPermissions")
+    plan = ResolvedPlan(
+        name="p",
+        subtasks=(ResolvedSubtask(id="a", title="a", prompt="", agent=bypass),),
+    )
+    with pytest.raises(EnvironmentProblem, match="refuses permission_mode bypassPermissions"):
+        require_environment(plan, {}, root=True)
+    require_environment(plan, {}, root=False)
+    require_environment(plan, {"IS_SANDBOX": "1"}, root=True)
+    sandboxed = plan.model_copy(update={"sandbox": SandboxSpec(kind="bwrap")})
+    require_environment(sandboxed, {}, root=True)

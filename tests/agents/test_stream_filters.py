@@ -88,6 +88,10 @@ def test_claude_success_is_rendered_line_by_line_and_counted(attempts: Attempts)
         "is_error": False,
         "num_turns": 3,
         "exit_code": 0,
+        "api_retries": 0,
+        "api_status": None,
+        "refusals": [],
+        "summary": "Done.",  # its last words, for the commit's body
     }
 
 
@@ -156,6 +160,7 @@ def test_claude_resumes_the_session_an_earlier_attempt_recorded(attempts: Attemp
             "--output-format",
             "stream-json",
             "--verbose",
+            "--include-partial-messages",
             "--permission-mode",
             "acceptEdits",
             "--resume",
@@ -224,6 +229,10 @@ def test_codex_success_is_rendered_and_counted(attempts: Attempts) -> None:
         "result": "success",
         "is_error": False,
         "exit_code": 0,
+        "api_retries": 0,
+        "api_status": None,
+        "refusals": [],
+        "summary": "Did: Rename fmt to format",  # its last message
     }
 
 

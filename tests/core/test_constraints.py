@@ -12,6 +12,7 @@ from orchestrator.core.constraints import (
     ResourceContext,
     ResourceValidation,
     evaluate,
+    token_allowance,
 )
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import AgentSpec, ExecutionLimits, Limits, ResolvedPlan, ResolvedSubtask
@@ -144,3 +145,89 @@ def test_a_token_budget_warns_at_80_percent_then_ends_the_subtask() -> None:
     ended = feed(state, decide(state).events)
     assert ended.subtask("a").state == "failed"
     assert ended.subtask("a").reason == "token_budget: the subtask used 105 of its 100 tokens"
+
+
+def test_a_running_attempt_whose_stream_spent_the_budget_is_stopped_at_once() -> None:
+    state = running_state(token_budget=100)
+    assert [e.action for e in decide(state, now=101.0, live_tokens={"a": 79}).events] == []  # type: ignore[attr-defined]
+    near = decide(state, now=101.0, live_tokens={"a": 80}).events
+    assert [e.action for e in near] == ["WARN_CONTINUE"]  # type: ignore[attr-defined]
+    state = feed(state, near)
+    stop = decide(state, now=101.0, live_tokens={"a": 100}).events
+    assert [(e.action, e.reason) for e in stop] == [  # type: ignore[attr-defined]
+        ("EMERGENCY_STOP", "token_budget: the subtask used 100 of its 100 tokens")
+    ]
+    state = feed(state, stop)
+    assert KillAttempt(subtask_id="a", attempt=1) in decide(state, now=102.0).commands
+
+
+def test_the_execution_budget_stops_a_running_attempt_its_live_count_spent() -> None:
+    state = running_state()  # the execution's budget: 1000, and no subtask budget
+    assert decide(state, now=101.0, live_tokens={"a": 800}).events[0].action == "WARN_CONTINUE"  # type: ignore[union-attr]
+    stop = decide(state, now=101.0, live_tokens={"a": 1000}).events
+    assert [e.action for e in stop if isinstance(e, ev.ConstraintViolated)] == ["EMERGENCY_STOP"]
+    assert "the execution used 1000 of its 1000 tokens" in stop[0].reason  # type: ignore[union-attr]
+
+
+def test_an_attempt_its_filter_stopped_at_its_allowance_is_set_aside_and_not_retried() -> None:
+    state = running_state(token_budget=100)
+    state = feed(
+        state,
+        [
+            ev.AttemptExited(
+                subtask_id="a",
+                attempt=1,
+                exit_code=143,
+                tokens=104,
+                result="token_budget",
+                is_error=True,
+            )
+        ],
+    )
+    stop = decide(state, now=101.0).events
+    assert [(type(e).__name__, e.action) for e in stop] == [  # type: ignore[union-attr]
+        ("ConstraintViolated", "EMERGENCY_STOP")
+    ]
+    state = feed(state, stop)
+    assert state.subtask("a").current_attempt.stopped_by is not None  # type: ignore[union-attr]
+    ref = "refs/kairo/stopped/abc/a/1"
+    state = feed(
+        state,
+        [
+            ev.AttemptCommitted(
+                subtask_id="a", attempt=1, head_commit=BASE, changed=False, recovery_ref=ref
+            )
+        ],
+    )
+    state = feed(state, decide(state).events)
+    view = state.subtask("a")
+    assert (view.state, len(view.attempts)) == ("failed", 1)
+    assert view.reason == (
+        f"token_budget: the subtask used 104 of its 100 tokens; its partial work is on {ref}"
+    )
+
+
+def test_a_limit_met_before_an_attempt_runs_fails_the_subtask_and_touches_no_attempt() -> None:
+    spec = ResolvedSubtask(id="a", title="a", prompt="", agent=AgentSpec(run="true"))
+    plan = ResolvedPlan(name="p", subtasks=(spec,), execution_limits=ExecutionLimits(timeout_s=5))
+    state = feed(
+        start(plan),
+        [
+            ev.SupervisorStarted(pid=1, host="h", at=100.0),
+            ev.SubtaskScheduled(subtask_id="a", start_commit=BASE),
+            ev.WorkspaceCreated(subtask_id="a", path="/w/a", branch="b", commit=BASE),
+        ],
+    )
+    events = decide(state, now=200.0).events  # resumed long after the execution's limit
+    state = feed(state, events)  # an emergency stop of an attempt not started: no crash
+    assert state.subtask("a").state == "failed" and state.subtask("a").attempts == ()
+    assert (state.subtask("a").reason or "").startswith("timeout: the execution ran longer")
+
+
+def test_an_attempt_may_spend_what_the_tighter_budget_has_left() -> None:
+    state = running_state(token_budget=300)  # the execution's: 1000
+    assert token_allowance(state, "a") == 300
+    state = feed(state, [ev.AttemptExited(subtask_id="a", attempt=1, exit_code=1, tokens=250)])
+    assert token_allowance(state, "a") == 50
+    unbounded = running_state()
+    assert token_allowance(unbounded, "a") == 1000

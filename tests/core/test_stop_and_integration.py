@@ -340,6 +340,8 @@ def test_the_report_sums_the_usage_the_agents_reported() -> None:
                 attempt=1,
                 exit_code=0,
                 tokens=1500,
+                input_tokens=1200,
+                output_tokens=300,
                 cost_usd=0.25,
                 session_id="s-1",
             ),
@@ -349,6 +351,8 @@ def test_the_report_sums_the_usage_the_agents_reported() -> None:
     assert report["usage"]["tokens"] == 1500 and report["usage"]["cost_usd"] == 0.25
     assert report["usage"]["subtasks"]["a"] == {
         "tokens": 1500,
+        "input_tokens": 1200,
+        "output_tokens": 300,
         "cost_usd": 0.25,
         "attempts": 1,
         "sessions": [{"session_id": "s-1", "resumed": None}],

@@ -55,6 +55,21 @@ BAD_PLANS = {
         "version: 1\nname: p\nworktree_root: wt\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
         "outside",
     ),
+    "worktree root in a .git directory": (
+        "version: 1\nname: p\nworktree_root: ../other/.git/wt\n"
+        + GOOD_AGENT
+        + "subtasks:\n  - id: a\n",
+        "plan.yaml:3:16: worktree_root must not lie inside a .git directory",
+    ),
+    "agent env name": (
+        "version: 1\nname: p\nagent: {kind: shell, run: 'true', env: {'A-B': x}}\nsubtasks:\n  - id: a\n",
+        "must be an environment variable's name",
+    ),
+    "endpoint url": (
+        "version: 1\nname: p\nagent: {kind: claude-code, endpoint: {url: localhost:4000}}\n"
+        "subtasks:\n  - id: a\n",
+        "must be an http:// or https:// URL",
+    ),
     "existing integration branch": (
         "version: 1\nname: p\nintegration_branch: main\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
         "already exists",
@@ -223,6 +238,49 @@ def test_an_agent_whose_program_is_missing_is_refused_at_start(kairo: Kairo, rep
     assert done.returncode == 5
     assert "aider" in done.stderr
     assert_nothing_created(kairo, repo)
+
+
+def test_an_agent_setting_that_names_an_unset_variable_is_refused_with_exit_5(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: p\n"
+        "agent: {kind: shell, run: 'true', env: {TOKEN: '${KAIRO_TEST_UNSET_VARIABLE}'}}\n"
+        "subtasks:\n  - id: a\n"
+    )
+    for command in ("validate", "start"):
+        done = kairo.run(command, str(plan))
+        assert done.returncode == 5, done.stderr
+        assert "names ${KAIRO_TEST_UNSET_VARIABLE}, which is not set" in done.stderr
+    assert_nothing_created(kairo, repo)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Claude Code refuses bypassPermissions only as root")
+def test_claude_code_bypassing_permissions_as_root_is_refused_with_exit_5(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    claude = tmp_path / "claude"  # a program that is there: this check comes after
+    claude.write_text("#!/bin/sh\n")
+    claude.chmod(0o755)
+    plan = kairo.write_plan(
+        f"version: 1\nname: p\nagent: {{kind: claude-code, binary: {claude}, "
+        "permission_mode: bypassPermissions}\nsubtasks:\n  - id: a\n"
+    )
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 5, done.stderr
+    assert "Claude Code refuses permission_mode bypassPermissions when run as root" in done.stderr
+    assert_nothing_created(kairo, repo)
+    kairo.env["IS_SANDBOX"] = "1"  # this machine is a sandbox: the user says so
+    assert kairo.run("validate", str(plan)).returncode == 0
+
+
+def test_validate_counts_each_subtask_s_files(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n    files: [README.md]\n"
+    )
+    done = kairo.run("validate", str(plan))
+    assert done.returncode == 0, done.stderr
+    assert "  [1 file]" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ agents at once. Its rules are tried in order; the first that applies answers:
     Rule(Reply(tools=(read("calc.py"),)), turn=1)          # the first model turn
     Rule(Reply(status=529), times=3)                        # three overloads, then the next
     Rule(Reply(text="Fixed."), last_contains="Feedback")    # once sent back
+    Rule(Reply(text="Done."), turn=2, since="Feedback")     # the second reply after it
 
 A `Conversation` is the request as the rules see it, the same for the three APIs: which
 model turn it asks for (1 + the model replies already in its history), what its last user
@@ -100,6 +101,22 @@ class Conversation:
     cwd: str  # the agent's working directory, "" when the request does not say
     session: str  # the agent's own conversation id, "" when the request does not say
     raw: str  # the whole request body, as sent
+    history: tuple[tuple[bool, str], ...] = ()  # (from the model, text) of each item
+
+    def turn_since(self, words: str) -> int | None:
+        """Which model turn this is, counted from the last message that held `words` (1:
+        the first reply to it); None when none did. A resumed session's earlier turns,
+        however its program kept them, do not count."""
+        for index in range(len(self.history) - 1, -1, -1):
+            from_model, text = self.history[index]
+            if not from_model and words in text:
+                later = self.history[index:]
+                return 1 + sum(
+                    1
+                    for i, (model, _) in enumerate(later)
+                    if model and (i == 0 or not later[i - 1][0])
+                )
+        return None
 
 
 Answer = Reply | Callable[[Conversation], Reply]
@@ -112,10 +129,13 @@ class Rule:
     contains: str | None = None  # only when some message holds this
     last_contains: str | None = None  # only when the last user message holds this
     times: int | None = None  # answers at most this many requests (over every conversation)
+    since: str | None = None  # `turn` counts from the last message that held this
 
     def applies(self, conversation: Conversation) -> bool:
+        turn = conversation.turn if self.since is None else conversation.turn_since(self.since)
         return (
-            (self.turn is None or conversation.turn == self.turn)
+            (self.since is None or turn is not None)
+            and (self.turn is None or turn == self.turn)
             and (self.contains is None or self.contains in conversation.messages_text)
             and (self.last_contains is None or self.last_contains in conversation.last_text)
         )

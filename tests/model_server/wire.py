@@ -81,6 +81,7 @@ def conversation(
         cwd=cwd,
         session=session,
         raw=raw,
+        history=tuple((from_model, text) for from_model, text, _ in items),
     )
 
 
