@@ -569,7 +569,7 @@ def bench_fanout(lab: Lab, sizes: Sizes, *, cold: bool) -> Figure:
         repo = lab.copy_of(template, "fanout-baseline")
         markers = repo.parent / "started"
         markers.mkdir()
-        worktrees = repo / ".git" / "bench-worktrees"
+        worktrees = repo.parent / "repo.bench-worktrees"  # beside it, as kairo-orch's go
         tmux = f"tmux -L {shlex.quote(lab.socket)}"
         script = f"""
             {tmux} new-session -d -s bench-fanout -c "$PWD"
