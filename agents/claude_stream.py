@@ -33,8 +33,9 @@ turn at a tenth of the price, are recorded apart as `cache_read_input_tokens` an
 counted: with them a 30-turn session would count its system prompt 30 times. While it
 runs, each API call is counted from its `message_start` and `message_delta` stream events
 (its `assistant` messages where there are none): that is the live count, the allowance's,
-and what a run cut short (no result) records. At the end the result's `modelUsage`, summed
-over models (every call, sub-agents' and small helper models' too), replaces it.
+and what a run cut short (no result) records, with a cost from Anthropic's list prices
+(`estimated`). At the end the result's `modelUsage`, summed over models (every call,
+sub-agents' and small helper models' too), and its `total_cost_usd` replace them.
 """
 
 # ruff: noqa: PTH100, PTH120  (os.path: pathlib would only cost startup time here)
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import re  # json imports it anyway
 import sys
 
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
@@ -75,6 +77,7 @@ class ClaudeStream:
         self.session_id: str | None = None  # from system/init: the session exists
         self.result: dict[str, Any] | None = None
         self.calls: dict[str, dict[str, int]] = {}  # message id -> its usage, as it grows
+        self.models: dict[str, str] = {}  # message id -> the model that answered it
         self.streaming: dict[object, str] = {}  # parent_tool_use_id -> the message it streams
         self.error: str = ""  # the synthetic message's `error`: "authentication_failed", ...
         self.failed_tools: dict[str, str] = {}  # tool_use_id -> what its failed result said
@@ -113,6 +116,7 @@ class ClaudeStream:
         if raw.get("type") == "message_start" and isinstance(raw.get("message"), dict):
             message = raw["message"]
             self.streaming[parent] = str(message.get("id"))
+            self.models[self.streaming[parent]] = _text(message.get("model"))
             self._call(self.streaming[parent], message.get("usage"))
         elif raw.get("type") == "message_delta" and parent in self.streaming:
             self._call(self.streaming[parent], raw.get("usage"))
@@ -122,11 +126,12 @@ class ClaudeStream:
         if not isinstance(usage, dict):
             return
         seen = self.calls.setdefault(message_id, {})
+        before = _counted(seen)
         for key in _USAGE_KEYS:
             if key in usage and key not in seen:
                 seen[key] = count(usage[key])
         seen["output_tokens"] = max(seen.get("output_tokens", 0), count(usage.get("output_tokens")))
-        self.tally.count(sum(_counted(call) for call in self.calls.values()))
+        self.tally.count(self.tally.tokens + _counted(seen) - before)
 
     def _retry(self, event: dict[str, Any]) -> str:
         status = event.get("error_status")
@@ -144,6 +149,7 @@ class ClaudeStream:
             return None
         synthetic = message.get("model") == "<synthetic>"  # an error's: no API call, no words
         if not synthetic:
+            self.models.setdefault(str(message.get("id")), _text(message.get("model")))
             self._call(str(message.get("id")), message.get("usage"))
         shown: list[str] = []
         for block in message.get("content") or []:
@@ -178,7 +184,8 @@ class ClaudeStream:
         record: dict[str, Any]
         if self.tally.spent or result is None:
             tokens = _estimate(self.calls.values())
-            record = {**tokens, "cost_usd": None, "session_id": self.session_id}
+            cost = _list_cost(self.calls, self.models)
+            record = {**tokens, "cost_usd": cost, "session_id": self.session_id}
             record.update(num_turns=None, estimated=True, **self._common())
             if self.tally.spent:
                 record.update(result=TOKEN_BUDGET, is_error=True)
@@ -294,6 +301,36 @@ def _tokens(result: dict[str, Any]) -> dict[str, int]:
         "cache_read_input_tokens": read,
         "cache_creation_input_tokens": written,
     }
+
+
+# Anthropic's list prices, dollars a million tokens (input, output), for the cost of a run
+# cut short: Claude Code reports its cost only in its result, which a killed run never
+# prints. A cache write costs 1.25 times the input price, a cache read 0.1 times (the
+# figures Claude Code's own total_cost_usd gave here). First match wins; unknown: no cost.
+_LIST_PRICES = (
+    (re.compile(r"opus-4-(1|2025)|opus-4$|3-opus"), (15.0, 75.0)),
+    (re.compile(r"opus"), (5.0, 25.0)),
+    (re.compile(r"sonnet"), (3.0, 15.0)),
+    (re.compile(r"3-5-haiku|3-haiku"), (0.8, 4.0)),
+    (re.compile(r"haiku"), (1.0, 5.0)),
+)
+
+
+def _list_cost(calls: dict[str, dict[str, int]], models: dict[str, str]) -> float | None:
+    total = 0.0
+    for message_id, call in calls.items():
+        model = models.get(message_id, "")
+        prices = next((p for pattern, p in _LIST_PRICES if pattern.search(model)), None)
+        if prices is None:
+            return None
+        fresh, output = prices
+        total += (
+            call.get("input_tokens", 0) * fresh
+            + call.get("cache_creation_input_tokens", 0) * fresh * 1.25
+            + call.get("cache_read_input_tokens", 0) * fresh * 0.1
+            + call.get("output_tokens", 0) * output
+        ) / 1e6
+    return round(total, 6) if calls else None
 
 
 def _estimate(calls: Any) -> dict[str, int]:

@@ -189,6 +189,9 @@ def test_real_claude_is_counted_call_by_call_and_stopped_at_its_allowance(
     assert 20_000 <= used <= 20_000 + 5050, record
     assert used <= sum(sum(e.reply.usage.counted) for e in api.exchanges())
     assert "── claude-code stopped: token_budget: its stream showed" in run.out
+    # a run cut short reports no cost: it is its model's list price (opus: $5 / $25 per M)
+    expected = (record["input_tokens"] * 5 + record["output_tokens"] * 25) / 1e6
+    assert record["cost_usd"] == pytest.approx(expected) and record["estimated"] is True
     live = json.loads(Path(context.usage_file + ".live").read_text())
     assert live["tokens"] == used
 
