@@ -13,14 +13,17 @@ prompt that starts with '-' stays a prompt.
 `permission_mode` defaults to acceptEdits: in `-p` mode nobody is there to approve, and
 with `default` every edit would be refused. acceptEdits allows edits in the working
 directory and trivial commands, but refuses others ("This command requires approval"),
-the subtask's own `verify` among them: it is allowed by name (`--allowedTools`), so the
-agent can run the check its work is judged by. `bypassPermissions` is refused by Claude
+the subtask's own `verify` among them: it is allowed by name (`--allowedTools`, each simple
+command of it), so the agent can run the check its work is judged by. An agent that may
+edit what that command runs (a Makefile, a test) may run anything through it: the check
+is allowed for the agent to use, not as a boundary. `bypassPermissions` is refused by Claude
 Code under root unless IS_SANDBOX=1 (`require_runnable` says so before anything starts;
 under the bwrap sandbox kairo-orch sets it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +36,13 @@ DEFAULT_BINARY = "claude"
 DEFAULT_PERMISSION_MODE = "acceptEdits"
 # The modes in which a command not allowed by name is refused.
 ASKING_MODES = ("acceptEdits", "default", "dontAsk", "auto")
+
+
+def simple_commands(line: str) -> list[str]:
+    """The simple commands of a shell line, as Claude Code matches a compound command's
+    parts against its rules one by one (`ruff check . && pytest -q`: two). Lexical: a
+    separator inside quotes splits too, which allows less, never more."""
+    return [part.strip() for part in re.split(r"&&|\|\||[;|\n]", line) if part.strip()]
 
 
 class ClaudeCodeAgent:
@@ -50,8 +60,9 @@ class ClaudeCodeAgent:
         command.append("--include-partial-messages")
         mode = spec.permission_mode or DEFAULT_PERMISSION_MODE
         command += ["--permission-mode", mode]
-        if mode in ASKING_MODES and context.checks:
-            command += ["--allowedTools", *(f"Bash({check}:*)" for check in context.checks)]
+        allowed = [f"Bash({part}:*)" for check in context.checks for part in simple_commands(check)]
+        if mode in ASKING_MODES and allowed:
+            command += ["--allowedTools", *allowed]
         if spec.model:
             command += ["--model", spec.model]
         if context.resume_session:

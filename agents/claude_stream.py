@@ -50,11 +50,11 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.live_usage import Tally
+from agents.live_usage import Tally, count
 from agents.stream_filter import (
     RULE,
+    SUMMARY_CHARS,
     TOKEN_BUDGET,
-    count,
     main,
     one_line,
     tally_options,
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 LABEL = "claude-code"
 # The tool input that best says what a tool use does, in order of preference.
 _SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
-SUMMARY_CHARS = 2000  # of the agent's last message, kept for its commit's body
 _USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
@@ -207,8 +206,8 @@ class ClaudeStream:
         tokens = _tokens(result)
         cost = result.get("total_cost_usd")
         status = result.get("api_error_status")
-        if isinstance(status, int):
-            self.tally.api_status = status
+        if not isinstance(status, int):  # a 529 storm's says null: its retries said 529
+            status = self.tally.api_status if self.error else None
         record = {
             **tokens,
             "cost_usd": cost if isinstance(cost, int | float) else None,
@@ -217,6 +216,7 @@ class ClaudeStream:
             "is_error": is_error,
             "num_turns": result.get("num_turns"),
             **self._common(),
+            "api_status": status,  # of the API error the run ended on
         }
         if isinstance(result.get("result"), str) and not is_error:
             record["summary"] = result["result"].strip()[:SUMMARY_CHARS]
@@ -226,7 +226,7 @@ class ClaudeStream:
     def _common(self) -> dict[str, Any]:
         """What every record says besides tokens: retries, and the last words."""
         common: dict[str, Any] = {"api_retries": self.tally.api_retries}
-        common.update(api_status=self.tally.api_status, refusals=[])
+        common.update(api_status=None, refusals=[])
         if self.last_text:
             common["summary"] = self.last_text[:SUMMARY_CHARS]
         return common

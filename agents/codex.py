@@ -26,7 +26,7 @@ from pathlib import Path
 
 import agents.codex_stream
 from agents.base import AttemptContext
-from agents.endpoints import codex_provider_args
+from agents.endpoints import agent_templates, codex_provider_args, expand
 from agents.stream_filter import filter_argv
 from orchestrator.core.plan import AgentSpec
 
@@ -60,7 +60,7 @@ class CodexAgent:
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         env = context.environment()
-        if _home_in_temporary_directory():
+        if _home_in_temporary_directory(spec):
             tmp = Path(context.prompt_file).parent / "tmp"
             tmp.mkdir(parents=True, exist_ok=True)
             env["TMPDIR"] = str(tmp)
@@ -70,6 +70,9 @@ class CodexAgent:
         return spec.idempotent
 
 
-def _home_in_temporary_directory() -> bool:
-    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").resolve()
+def _home_in_temporary_directory(spec: AgentSpec) -> bool:
+    """Whether codex's home, as the agent will see it (the plan's `env` first), lies in the
+    temporary directory."""
+    named = expand(agent_templates(spec), os.environ).get("CODEX_HOME")
+    home = Path(named or os.environ.get("CODEX_HOME") or Path.home() / ".codex").resolve()
     return home.is_relative_to(Path(tempfile.gettempdir()).resolve())

@@ -1,7 +1,7 @@
 """The stream filter of kind `codex`: `codex exec --json ...` shown readably in the pane,
 and its usage recorded (agents/stream_filter.py).
 
-    python -I -S agents/codex_stream.py [--baseline JSON] [--token-limit N] -- codex exec ...
+    python -I -S agents/codex_stream.py [--baseline JSON] -- codex exec --json ...
 
 The events, as Codex CLI 0.171 prints them (its `ThreadEvent`s, pinned by
 tests/agents/standins/codex):
@@ -39,11 +39,11 @@ import sys
 if __package__ in (None, ""):  # run by path, as stream_filter.filter_argv does
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.live_usage import Tally
+from agents.live_usage import Tally, count
 from agents.stream_filter import (
     AUTHENTICATION_FAILED,
     RULE,
-    count,
+    SUMMARY_CHARS,
     main,
     one_line,
     tally_options,
@@ -58,7 +58,6 @@ LABEL = "codex"
 _UNAUTHORIZED = re.compile(r"\b401\b|refresh token|sign in again|log ?in again", re.IGNORECASE)
 _STATUS = re.compile(r"\b([45]\d\d)\b")
 TOTAL_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
-SUMMARY_CHARS = 2000
 
 
 class CodexStream:
@@ -123,7 +122,7 @@ class CodexStream:
             "session_id": self.thread_id,
             "session_totals": self.totals,
             "api_retries": self.tally.api_retries,
-            "api_status": self.tally.api_status,
+            "api_status": None,
             "refusals": [],
         }
         if self.last_message:
@@ -135,7 +134,8 @@ class CodexStream:
             # A rejected key or an expired sign-in fails every attempt alike: no retry helps.
             unauthorized = _UNAUTHORIZED.search(self.failure) is not None
             record.update(result=AUTHENTICATION_FAILED if unauthorized else "turn_failed")
-            record.update(is_error=True)
+            status = _STATUS.search(self.failure)  # the API error it ended on, if one
+            record.update(is_error=True, api_status=int(status.group(1)) if status else None)
             return record, f"{RULE} codex failed: {one_line(self.failure, 300)} · {tokens}"
         if self.totals is None:
             record.update(result="truncated", is_error=True)
@@ -186,7 +186,7 @@ def _item(item: dict[str, Any], *, started: bool) -> str | None:
 
 
 def _make(options: dict[str, str]) -> CodexStream:
-    tally = tally_options(options)
+    tally = tally_options(options, limited=False)  # it says its usage only once done
     unknown = set(options) - {"baseline"}
     if unknown:
         raise ValueError(f"unknown options: {', '.join('--' + name for name in sorted(unknown))}")

@@ -8,7 +8,8 @@ proxy, a local model), and the variables a plan gives an agent (`agent.env`).
 
 Values are templates: `${NAME}` is NAME of kairo-orch's environment, expanded when an
 attempt starts, so that no key is written in the plan (and none in the event log, which
-records the plan). `start` refuses a plan whose templates name an unset variable.
+records the plan); `$${NAME}` is a literal `${NAME}`. `start` and `resume` refuse a plan
+whose templates name an unset variable.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterator, Mapping
 
 from orchestrator.core.plan import AgentSpec
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REFERENCE = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 CODEX_PROVIDER = "kairo"
 
 
@@ -43,18 +44,21 @@ def agent_templates(spec: AgentSpec) -> dict[str, str]:
 
 
 def expand(templates: Mapping[str, str], environment: Mapping[str, str]) -> dict[str, str]:
-    """Each `${NAME}` replaced by NAME's value (an unset one by nothing: `start` refused it)."""
-    return {
-        name: _REFERENCE.sub(lambda m: environment.get(m.group(1), ""), value)
-        for name, value in templates.items()
-    }
+    """Each `${NAME}` replaced by NAME's value (an unset one by nothing: `start` refused it),
+    each `$${NAME}` by `${NAME}`."""
+
+    def value_of(found: re.Match[str]) -> str:
+        escaped, name = found.groups()
+        return f"${{{name}}}" if escaped else environment.get(name, "")
+
+    return {name: _REFERENCE.sub(value_of, value) for name, value in templates.items()}
 
 
 def unset_references(spec: AgentSpec, environment: Mapping[str, str]) -> Iterator[str]:
     """The variables the agent's templates name that `environment` lacks."""
     for value in agent_templates(spec).values():
-        for name in _REFERENCE.findall(value):
-            if name not in environment:
+        for escaped, name in _REFERENCE.findall(value):
+            if not escaped and name not in environment:
                 yield name
 
 

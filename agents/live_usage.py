@@ -4,6 +4,8 @@ budgets across parallel attempts), `status` and the live view.
 
     <usage file>.live    {"tokens": int, "api_retries": int, "api_status": int|null}
 
+(`api_status`: what the API answered the last retried request.)
+
 Standard library only, and light: the stream filters import it, and `status`.
 """
 
@@ -78,11 +80,12 @@ def read_live(usage_file: str) -> dict[str, int | None] | None:
     if not isinstance(live, dict):
         return None
     return {
-        "tokens": _whole(live.get("tokens")),
-        "api_retries": _whole(live.get("api_retries")),
+        "tokens": count(live.get("tokens")),
+        "api_retries": count(live.get("api_retries")),
         "api_status": live["api_status"] if isinstance(live.get("api_status"), int) else None,
     }
 
 
-def _whole(value: object) -> int:
+def count(value: object) -> int:
+    """A count as reported (tokens, retries), or 0 for anything that is not a whole number."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

@@ -71,12 +71,13 @@ RULE = "──"
 AUTHENTICATION_FAILED = "authentication_failed"
 #: The result of an attempt the filter stopped because its stream had spent its allowance.
 TOKEN_BUDGET = "token_budget"
+SUMMARY_CHARS = 2000  # of the agent's last message, kept for its commit's body
 
 
-def tally_options(options: dict[str, str]) -> Tally:
-    """The Tally of a filter's `--token-limit N` option, its live file beside the usage
-    file (KAIRO_USAGE_FILE + .live)."""
-    limit = options.pop("token-limit", None)
+def tally_options(options: dict[str, str], *, limited: bool = True) -> Tally:
+    """The Tally of a filter's `--token-limit N` option (where the filter can stop its
+    agent: `limited`), its live file beside the usage file (KAIRO_USAGE_FILE + .live)."""
+    limit = options.pop("token-limit", None) if limited else None
     if limit is not None and not limit.isdigit():
         raise ValueError(f"--token-limit must be a whole number of tokens, not {limit!r}")
     usage_file = os.environ.get("KAIRO_USAGE_FILE")
@@ -110,11 +111,6 @@ def one_line(text: str, limit: int = 160) -> str:
     """`text` on one line, cut to `limit` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def count(value: object) -> int:
-    """A token count as reported, or 0 for anything that is not a whole number >= 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class _Output:

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.live_usage import read_live
-from agents.usage import USAGE_FILE
 from orchestrator.core.events import EndStatus
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status, status_document
 from orchestrator.errors import UsageError
 from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
 from orchestrator.runtime.ownership import owner_alive
+from orchestrator.runtime.running_usage import running_usage
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.store import default_store_path, open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
@@ -101,20 +100,8 @@ class Workspace:
             version=row.version,
             head_seq=row.head_seq,
             head_hash=row.head_hash,
-            running=_running_usage(state),
+            running=running_usage(state),
         )
-
-
-def _running_usage(state: ExecutionState) -> dict[str, dict[str, int | None]]:
-    """Each running attempt's live usage file, where its stream filter keeps one."""
-    found = {}
-    for view in state.subtasks.values():
-        attempt = view.current_attempt
-        if view.state == "running" and attempt is not None and not attempt.exited:
-            live = read_live(str(Path(attempt.run_dir) / USAGE_FILE))
-            if live is not None:
-                found[view.id] = live
-    return found
 
 
 class NoExecutionYet(UsageError):

@@ -168,7 +168,11 @@ def _offer_resume(
 def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Path:
     """The plan's worktree_root (relative to the repository root), else beside the checkout."""
     if plan.worktree_root is None:
-        return default_worktree_root(paths.toplevel)
+        parent = git_sync(
+            "rev-parse", "--is-inside-work-tree", cwd=paths.toplevel.parent, check=False
+        )
+        within = parent.returncode == 0 and parent.stdout.strip() == "true"
+        return default_worktree_root(paths.toplevel, parent_in_a_working_tree=within)
     root = (paths.toplevel / plan.worktree_root).resolve()
     if root == paths.toplevel or paths.toplevel in root.parents:
         raise UsageError(

@@ -106,8 +106,16 @@ def _push_has_target(checkout: Path, push: str) -> bool:
 def require_runnable(plan: ResolvedPlan) -> None:
     """EnvironmentProblem (exit 5) for what this machine lacks to run the plan: an agent
     kind, its program, the sandbox. Found at validate and start, not once agents run."""
-    from agents.registry import require_available, require_environment
+    from agents.registry import require_available
 
     require_available(plan)
-    require_environment(plan, os.environ, root=os.geteuid() == 0)
+    require_agent_environment(plan)
     sandbox_for(plan.sandbox)
+
+
+def require_agent_environment(plan: ResolvedPlan) -> None:
+    """EnvironmentProblem (exit 5) for what the agents' settings need of the environment of
+    this command, whose supervisor gives it to them (agents/registry.py)."""
+    from agents.registry import require_environment
+
+    require_environment(plan, os.environ, root=os.geteuid() == 0)

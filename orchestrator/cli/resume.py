@@ -42,6 +42,7 @@ def resume(
 
     with pending_supervisor() as supervisor:
         from orchestrator.cli.launch import already_ended, launch, wait_until_ended
+        from orchestrator.cli.plans import require_agent_environment
 
         with open_workspace(repo, store_url, create=False) as ws:
             execution_id = ws.resolve_unended(execution, paused=True)
@@ -58,6 +59,8 @@ def resume(
                     raise SystemExit(wait_until_ended(ws, execution_id))
                 click.echo(already_ended(execution_id, state.ended), err=True)
                 return
+            # What the agents' settings need of this environment, which is not start's.
+            require_agent_environment(state.plan)
             note = _plan_changed_note(state, started_at=ws.row(execution_id).created_at)
             if note:
                 click.echo(note, err=True)

@@ -146,9 +146,7 @@ def agent_failure(
 def api_failure(attempt: AttemptView) -> str | None:
     """The API error an attempt ended on, in words ("the API answered 529 Overloaded after
     10 retries"), or None when it did not end on one."""
-    if attempt.result not in API_ERRORS and not (
-        attempt.api_status and attempt.result in ("success", "turn_failed", "truncated")
-    ):
+    if attempt.result not in API_ERRORS and not (attempt.api_status and attempt.is_error):
         return None
     status = attempt.api_status
     answered = f"{status} {HTTP_STATUS.get(status, 'error')}" if status else "an error"

@@ -259,6 +259,8 @@ def _violations(
                 continue
         elif action != verdict.action:
             continue  # a lesser exit beside the one that decides says nothing more
+        if context.phase == "next_attempt":  # nothing runs to stop: no further attempt
+            action = min(action, ResourceAction.GRACEFUL_EXIT)
         yield ev.ConstraintViolated(
             constraint=validation.constraint,
             action=action.name,  # type: ignore[arg-type]

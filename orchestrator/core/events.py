@@ -142,6 +142,7 @@ class AttemptInterrupted(_Event):
     attempt: int
     recovery_ref: str | None
     rerun: bool
+    tokens: int = 0  # what its stream had shown used, counted against the budgets
 
 
 class SubtaskRerun(_Event):

@@ -22,6 +22,8 @@ from orchestrator.errors import PlanError
 M = TypeVar("M", bound=BaseModel)
 
 _WHOLE = "must be a whole number >= 1"
+# Errors whose value may hold a secret (a URL with a password), not shown back.
+_NOT_ECHOED = frozenset({"plan_url"})
 _KINDS = "must be one of shell, command, claude-code, codex, aider"
 # What each key must be, by dotted key path first and by the last key second. Used for
 # pydantic's own error types; our validators word their errors themselves.
@@ -145,6 +147,10 @@ class Problems:
             hint = " (write version: 1)" if path == ("version",) else ""
             self.at(pos, f"{owner} missing required key '{keys[-1]}'{hint}")
             return
+        if loc[-1:] == ("[key]",):  # a mapping's key is wrong, not its value: point at it
+            name = ".".join(keys[:-1])
+            self.at_key(path[:-1], f"{subject}{name} {error['msg']}")
+            return
         label = ".".join(keys) or "each subtask"
         if keys == ["id"] and base != ():
             label = "subtask id"
@@ -156,7 +162,8 @@ class Problems:
             expect = error["msg"]
         else:
             expect = EXPECT.get(label) or EXPECT.get(keys[-1] if keys else "", error["msg"])
-        self.at_value(path, f"{subject}{label} {expect}{_got(error['input'], kind)}")
+        got = "" if kind in _NOT_ECHOED else _got(error["input"], kind)
+        self.at_value(path, f"{subject}{label} {expect}{got}")
 
 
 def format_problem(filename: str, problem: Problem) -> str:

@@ -139,6 +139,15 @@ def _env_name(value: str) -> str:
     return value
 
 
+def _agent_variable(value: str) -> str:
+    _env_name(value)
+    if value.startswith("KAIRO_"):
+        raise PydanticCustomError(
+            "plan_env_name", "must not be a KAIRO_ variable: kairo-orch sets those itself"
+        )
+    return value
+
+
 def _env_value(value: str) -> str:
     for name in re.findall(r"\$\{([^}]*)\}", value):
         if not _ENV_NAME.fullmatch(name):
@@ -153,6 +162,12 @@ def _url(value: str) -> str:
     if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
         raise PydanticCustomError(
             "plan_url", "must be an http:// or https:// URL, e.g. http://127.0.0.1:4000"
+        )
+    if "@" in value.split("/")[2] or "${" in value:
+        raise PydanticCustomError(
+            "plan_url",
+            "must hold no user, password or ${variable}: the plan and the event log are "
+            "read by others; name the key's variable in key_env",
         )
     return value
 
@@ -185,7 +200,9 @@ class RawAgent(_Raw):
     permission_mode: Text | None = None  # which values: plan_resolve, by kind
     extra_args: Annotated[list[str], BeforeValidator(_arguments)] = []
     endpoint: RawEndpoint | None = None
-    env: dict[EnvName, Annotated[str, AfterValidator(_env_value)]] = {}
+    env: dict[
+        Annotated[str, AfterValidator(_agent_variable)], Annotated[str, AfterValidator(_env_value)]
+    ] = {}
 
 
 class RawLimits(_Raw):

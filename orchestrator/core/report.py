@@ -223,9 +223,11 @@ def _went_through(attempt: dict[str, Any]) -> str:
     said = []
     if attempt["accepted"] is False:
         said.append(f"not accepted: {attempt['reason']}" if attempt["reason"] else "not accepted")
-    if attempt["api_retries"] and not attempt["api_error"]:
-        status = f" after {attempt['api_status']}s" if attempt["api_status"] else ""
-        said.append(f"the agent retried the API {attempt['api_retries']} time(s){status}")
+    if attempt["api_error"]:
+        if attempt["accepted"] is not False:  # a rejected one's reason says it already
+            said.append(attempt["api_error"])
+    elif attempt["api_retries"]:
+        said.append(f"its program retried the API {attempt['api_retries']} time(s)")
     said += attempt["refusals"]
     return "; ".join(said)
 

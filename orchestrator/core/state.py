@@ -118,7 +118,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.ConstraintViolated():
             return _violated(state, event)
         case ev.AttemptInterrupted(subtask_id=sid, recovery_ref=ref, rerun=rerun):
-            state = _update_attempt(state, sid, interrupted=True, recovery_ref=ref)
+            state = _update_attempt(
+                state, sid, interrupted=True, recovery_ref=ref, tokens=event.tokens
+            )
             # The worktree was reset to the attempt's safe point.
             state = _update(state, sid, head_commit=state.subtask(sid).attempts[-1].start_commit)
             if rerun:

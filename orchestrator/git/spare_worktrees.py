@@ -3,9 +3,11 @@
 Filling a new worktree is what a fan-out costs: the kernel creating every file of the tree
 (16 of 2,000 files took about 1 s here, all of a shell loop's time). So a released
 worktree is not deleted: it is detached from its branch and moved aside, into the spare
-pool of its worktree root: kairo lays worktrees out as `<root>/<execution>/<subtask>`, and
-the pool is `<root>/.spares/` (`spare_pool`), on the same file system, so that the next
-create in that root moves one back (a rename) and checks its new branch out in it, which
+pool of its worktree root and repository: kairo lays worktrees out as
+`<root>/<execution>/<subtask>`, and the pool is `<root>/.spares/<repository>/`
+(`spare_pool`; several repositories may share a root, never a spare), on the same file
+system, so that the next create in that root moves one back (a rename) and checks its new
+branch out in it, which
 rewrites only the files that differ from the spare's last commit: 16 such took 0.21 s. What
 is ignored stays, as in a developer's own checkout (installed dependencies, build caches);
 what is modified or untracked goes. A worktree that is not a plain checkout (flagged index
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import uuid
@@ -58,11 +61,14 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.repo import git
 
 POOL = ".spares"
+_NEW = ".new"  # a worktree being added, not yet a spare (workspace.py's neutral names)
 
 
-def spare_pool(worktree: Path) -> Path:
-    """The pool of the root that holds `worktree` (at `<root>/<execution>/<name>`)."""
-    return worktree.parent.parent / POOL
+def spare_pool(worktree: Path, git_common_dir: Path) -> Path:
+    """The pool of the repository at `git_common_dir` in the root that holds `worktree`
+    (laid out as `<root>/<execution>/<name>`)."""
+    digest = hashlib.sha256(os.fsencode(git_common_dir)).hexdigest()[:8]
+    return worktree.parent.parent / POOL / f"{git_common_dir.parent.name}-{digest}"
 
 
 def legacy_pool(git_common_dir: Path) -> Path:
@@ -74,11 +80,13 @@ def move_journal(git_common_dir: Path) -> Path:
     return git_common_dir / "kairo" / "worktree-move"
 
 
-def _spares(pool: Path) -> list[Path]:
+def _spares(pool: Path, *, adding: bool = False) -> list[Path]:
+    """The spares in `pool`; with `adding`, the worktrees being added there as well."""
     try:
-        return sorted(entry for entry in pool.iterdir() if entry.is_dir())
+        entries = [entry for entry in pool.iterdir() if entry.is_dir()]
     except FileNotFoundError:
         return []
+    return sorted(entry for entry in entries if adding or entry.suffix != _NEW)
 
 
 def has_spares(pool: Path) -> bool:
@@ -98,11 +106,11 @@ def _same_file_system(a: Path, b: Path) -> bool:
         return False
 
 
-async def take_spare(repo_root: Path, journal: Path, path: Path) -> bool:
-    """Move a spare of `path`'s pool to `path` (absent or an empty directory; its parent
-    exists); False if there is none to move. A spare git fails to move is removed, the next
-    one tried."""
-    for spare in await trio.to_thread.run_sync(_spares_for, spare_pool(path), path):
+async def take_spare(repo_root: Path, journal: Path, pool: Path, path: Path) -> bool:
+    """Move a spare of `pool` to `path` (absent or an empty directory; its parent exists);
+    False if there is none to move. A spare git fails to move is removed, the next one
+    tried."""
+    for spare in await trio.to_thread.run_sync(_spares_for, pool, path):
         try:
             await move_worktree(repo_root, journal, spare, path)
         except StepFailed:
@@ -176,10 +184,9 @@ def _plain_administrative_directory(path: Path) -> bool:
     return admin is not None and not any((admin / name).exists() for name in _NOT_PLAIN)
 
 
-async def put_aside(repo_root: Path, journal: Path, path: Path, *, kept: int) -> bool:
-    """Move a detached worktree at `path` into its pool; False (and `path` untouched)
-    when there are `kept` spares there already or git will not move it."""
-    pool = spare_pool(path)
+async def put_aside(repo_root: Path, journal: Path, pool: Path, path: Path, *, kept: int) -> bool:
+    """Move a detached worktree at `path` into `pool`; False (and `path` untouched) when
+    there are `kept` spares there already or git will not move it."""
     made = await trio.to_thread.run_sync(make_pool, pool)
     if not made or await trio.to_thread.run_sync(count_spares, pool) >= kept:
         return False
@@ -192,11 +199,12 @@ async def put_aside(repo_root: Path, journal: Path, path: Path, *, kept: int) ->
     return True
 
 
-def pool_place(pool: Path) -> Path:
+def pool_place(pool: Path, *, new: bool = False) -> Path:
     """A new name in `pool`, which says nothing of the subtasks the worktree will serve:
     git names a worktree's administrative directory after the directory it is added at,
-    and agents see that name (Aider prints it)."""
-    return pool / uuid.uuid4().hex[:12]
+    and agents see that name (Aider prints it). `new`: for a worktree being added, which
+    no create takes for a spare, even one a crash left there."""
+    return pool / (uuid.uuid4().hex[:12] + (_NEW if new else ""))
 
 
 async def move_worktree(repo_root: Path, journal: Path, source: Path, target: Path) -> None:
@@ -307,16 +315,25 @@ class SparesRemoved(NamedTuple):
 
 
 def pools_of(worktrees: Iterable[Path], git_common_dir: Path) -> list[Path]:
-    """The pools that hold some of `worktrees` (git's list): each root's, and the old one."""
+    """The pools that hold some of `worktrees` (git's list of one repository's): in each
+    root it used, and the old one."""
     legacy = legacy_pool(git_common_dir)
-    return sorted({w.parent for w in worktrees if w.parent.name == POOL or w.parent == legacy})
+    return sorted(
+        {w.parent for w in worktrees if w.parent.parent.name == POOL or w.parent == legacy}
+    )
 
 
 async def remove_spares(repo_root: Path, pools: Iterable[Path]) -> SparesRemoved:
     """Remove every spare of `pools` git still knows as a worktree, but those a user
-    locked; a pool left empty goes too."""
+    locked, and any a crash left half-added; a pool left empty goes too, and its root
+    if it was the last thing there."""
     removed, locked = [], []
-    spares = [spare for pool in pools for spare in await trio.to_thread.run_sync(_spares, pool)]
+    pools = list(pools)
+    spares = [
+        spare
+        for pool in pools
+        for spare in await trio.to_thread.run_sync(functools.partial(_spares, pool, adding=True))
+    ]
     for spare in spares:
         if await trio.to_thread.run_sync(_locked, spare):
             locked.append(spare)
@@ -332,8 +349,8 @@ async def remove_spares(repo_root: Path, pools: Iterable[Path]) -> SparesRemoved
 
 
 def _remove_if_empty(pool: Path) -> None:
-    """The pool, and the worktree root it was the last thing in."""
-    for directory in (pool, pool.parent):
+    """The pool, and `.spares` and the worktree root if it was the last thing in them."""
+    for directory in (pool, pool.parent, pool.parent.parent):
         try:
             directory.rmdir()
         except OSError:

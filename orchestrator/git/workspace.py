@@ -220,11 +220,14 @@ class LocalWorktreeProvider:
             await git("worktree", "prune", cwd=self.repo_root)
         return removed
 
+    def _pool(self, worktree: Path) -> Path:
+        return spare_pool(worktree, self._common_dir)
+
     def _target(self, path: Path) -> tuple[Path, bool]:
         """Where a new worktree goes, and whether a spare waits to be moved there: one trip
         to a worker thread for both, which 16 creates of a fan-out make at once."""
         path = self._prepared(path)
-        return path, has_spares(spare_pool(path))
+        return path, has_spares(self._pool(path))
 
     def _prepared(self, path: Path) -> Path:
         """`path` resolved, checked to be outside the repository, its parent made."""
@@ -249,7 +252,7 @@ class LocalWorktreeProvider:
         """Whether a spare, moved to `path`, became the worktree of a new `branch` at
         `base`. An existing branch is refused, the spare put back as it was."""
         async with self._locked():
-            if not await take_spare(self.repo_root, self._journal, path):
+            if not await take_spare(self.repo_root, self._journal, self._pool(path), path):
                 return False
         try:
             async with _fill_limiter():
@@ -273,7 +276,7 @@ class LocalWorktreeProvider:
         """Whether the worktree at `path` became a spare; if not, it is to be removed."""
         if self._spares_kept <= 0 or not await trio.Path(path).exists():
             return False
-        if await trio.to_thread.run_sync(count_spares, spare_pool(path)) >= self._spares_kept:
+        if await trio.to_thread.run_sync(count_spares, self._pool(path)) >= self._spares_kept:
             return False
         if path not in await self._listed():
             return False
@@ -281,7 +284,9 @@ class LocalWorktreeProvider:
         if not await detach_if_plain(path):
             return False
         async with self._locked():
-            return await put_aside(self.repo_root, self._journal, path, kept=self._spares_kept)
+            return await put_aside(
+                self.repo_root, self._journal, self._pool(path), path, kept=self._spares_kept
+            )
 
     async def _add_worktree(
         self, path: Path, target: str, *options: str, prune: bool = False
@@ -293,12 +298,15 @@ class LocalWorktreeProvider:
         `add -b` would run two git processes more (`branch`, `symbolic-ref`), under the
         lock. `prune` first forgets worktrees whose directories are gone.
 
-        Added in the pool under a neutral name and moved into place (class docstring);
-        added in place where the pool cannot be on the same file system."""
+        A detached one is added in the pool under a neutral name and moved into place
+        (class docstring); one on a branch (a create cut short, adopted), or one whose pool
+        cannot be on its file system, is added in place."""
         async with self._locked():
             if prune:
                 await git("worktree", "prune", cwd=self.repo_root)
-            place = await trio.to_thread.run_sync(_place_to_add, path)
+            place = path
+            if "--detach" in options:
+                place = await trio.to_thread.run_sync(_place_to_add, self._pool(path), path)
             await git(
                 "worktree",
                 "add",
@@ -314,8 +322,11 @@ class LocalWorktreeProvider:
             try:
                 await move_worktree(self.repo_root, self._journal, place, path)
             except StepFailed:
-                with trio.CancelScope(shield=True):
-                    await git("worktree", "remove", "--force", "--", str(place), cwd=self.repo_root)
+                with trio.CancelScope(shield=True):  # what `clean --spares` would remove
+                    await git(
+                        "worktree", "remove", "--force", "--", str(place),
+                        cwd=self.repo_root, check=False,
+                    )  # fmt: skip
                 raise
 
     async def _fill(self, path: Path, *command: str) -> None:
@@ -366,10 +377,9 @@ class LocalWorktreeProvider:
         return set(await trio.to_thread.run_sync(lambda: [resolve(p) for p in listed]))
 
 
-def _place_to_add(path: Path) -> Path:
-    pool = spare_pool(path)
+def _place_to_add(pool: Path, path: Path) -> Path:
     if make_pool(pool) and pool.stat().st_dev == path.parent.stat().st_dev:
-        return pool_place(pool)
+        return pool_place(pool, new=True)
     return path
 
 

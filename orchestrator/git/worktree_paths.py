@@ -22,15 +22,17 @@ LEGACY_ROOT = Path("kairo") / "worktrees"
 SUFFIX = ".kairo-worktrees"
 
 
-def default_worktree_root(checkout: Path) -> Path:
+def default_worktree_root(checkout: Path, *, parent_in_a_working_tree: bool = False) -> Path:
     """Where worktrees go when the plan names no `worktree_root`: a folder beside the
     checkout, `<parent>/<name>.kairo-worktrees` (docs/plan.md says why). Where that
-    parent cannot be written, or lies in a `.git` directory itself, a folder of the user's
-    data directory named after the checkout."""
+    parent cannot be written, lies in a `.git` directory, or in another repository's
+    working tree (a submodule's checkout, where the folder would show as untracked), a
+    folder of the user's data directory named after the checkout."""
     beside = checkout.parent / f"{checkout.name}{SUFFIX}"
-    if not inside_git_directory(beside) and (
-        os.access(beside, os.W_OK) or (not beside.exists() and os.access(beside.parent, os.W_OK))
-    ):
+    writable = os.access(beside, os.W_OK) or (
+        not beside.exists() and os.access(beside.parent, os.W_OK)
+    )
+    if writable and not parent_in_a_working_tree and not inside_git_directory(beside):
         return beside
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     digest = hashlib.sha256(os.fsencode(checkout)).hexdigest()[:8]

@@ -16,13 +16,12 @@ from typing import Any
 
 from agents.base import AttemptContext
 from agents.endpoints import agent_templates, expand
-from agents.live_usage import read_live
+from agents.live_usage import count
 from agents.registry import adapter_for
 from agents.runner import runner_argv
 from agents.usage import USAGE_FILE, usage_records
 from orchestrator.core.events import AttemptExited, Refusal
-from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
-from orchestrator.core.state import ExecutionState
+from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
 
@@ -98,9 +97,10 @@ def write_attempt_files(
         agent_environment(base_environment, adapter.environment(spec.agent, context)),
         passed=pass_env,
         kind=spec.agent.kind,
+        vendor=spec.agent.endpoint is None,
     )
     # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.
-    env.update(expand(agent_templates(spec.agent), base_environment))
+    env.update(expand(agent_templates(spec.agent), agent_environment(base_environment, {})))
     runner_spec: dict[str, Any] = {
         "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
         "cwd": context.worktree,
@@ -185,10 +185,6 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-def _whole(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def read_usage(files: RunFiles) -> Usage:
     """What every well-formed line of the usage file adds up to; an agent's half-written or
     malformed line is not worth failing an attempt for, so it is skipped."""
@@ -197,7 +193,7 @@ def read_usage(files: RunFiles) -> Usage:
     refusals: list[Refusal] = []
     for record in usage_records(files.usage):
         for key in ("input_tokens", "output_tokens", "api_retries"):
-            found[key] += _whole(record.get(key))
+            found[key] += count(record.get(key))
         value = record.get("cost_usd")
         if isinstance(value, int | float) and value > 0:
             found["cost_usd"] += value
@@ -244,21 +240,3 @@ def exited(subtask_id: str, attempt: int, record: ExitRecord, usage: Usage) -> A
         refusals=usage.refusals,
         summary=usage.summary,
     )
-
-
-def watches_tokens(plan: ResolvedPlan) -> bool:
-    """Whether a token budget is set, which running attempts' live counts are read for."""
-    return plan.execution_limits.token_budget is not None or any(
-        spec.limits.token_budget is not None for spec in plan.subtasks
-    )
-
-
-def live_tokens(state: ExecutionState) -> dict[str, int]:
-    """Each running attempt's tokens so far, by subtask."""
-    found = {}
-    for view in state.subtasks.values():
-        attempt = view.current_attempt
-        if attempt is not None and attempt.pane_id is not None and not attempt.exited:
-            live = read_live(str(RunFiles(Path(attempt.run_dir)).usage))
-            found[view.id] = (live["tokens"] or 0) if live is not None else 0
-    return found

@@ -20,6 +20,7 @@ from pathlib import Path
 import structlog
 import trio
 
+from agents.live_usage import read_live
 from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
@@ -119,8 +120,20 @@ async def interrupt(
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent
     log.warning("interrupted", subtask_id=subtask_id, attempt=attempt.number, saved_on=ref)
     return ev.AttemptInterrupted(
-        subtask_id=subtask_id, attempt=attempt.number, recovery_ref=ref, rerun=rerun
+        subtask_id=subtask_id,
+        attempt=attempt.number,
+        recovery_ref=ref,
+        rerun=rerun,
+        tokens=await trio.to_thread.run_sync(_tokens_used, files),
     )
+
+
+def _tokens_used(files: RunFiles) -> int:
+    """What an attempt cut short used: its usage line if its filter wrote one, else what
+    its stream had shown so far."""
+    recorded = read_usage(files).tokens
+    live = read_live(str(files.usage))
+    return recorded or (live["tokens"] or 0 if live is not None else 0)
 
 
 def recorded_group(files: RunFiles) -> int | None:

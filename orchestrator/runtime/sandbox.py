@@ -38,10 +38,13 @@ CREDENTIALS: Mapping[AgentKind, tuple[str, ...]] = {
 
 
 def without_secrets(
-    env: Mapping[str, str], *, passed: Sequence[str], kind: AgentKind
+    env: Mapping[str, str], *, passed: Sequence[str], kind: AgentKind, vendor: bool = True
 ) -> dict[str, str]:
-    """`env` less the variables whose names look like secrets, but those passed."""
-    prefixes = ("KAIRO_", *CREDENTIALS.get(kind, ()))  # KAIRO_IDEMPOTENCY_KEY is no secret
+    """`env` less the variables whose names look like secrets, but those passed, and, for
+    an agent that talks to its `vendor` (not an endpoint of the plan's, which must not see
+    the user's vendor keys), those its kind logs in with."""
+    own = CREDENTIALS.get(kind, ()) if vendor else ()
+    prefixes = ("KAIRO_", *own)  # KAIRO_IDEMPOTENCY_KEY is no secret
     return {
         name: value
         for name, value in env.items()

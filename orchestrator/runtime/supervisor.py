@@ -25,12 +25,12 @@ from orchestrator.core.ids import live_view_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
-from orchestrator.runtime.attempts import live_tokens, watches_tokens
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.recovery import reconcile
+from orchestrator.runtime.running_usage import live_tokens, watches_tokens
 from orchestrator.runtime.stopping import STOP_SIGNALS, stop_on_signals
 from orchestrator.tmux.server import TmuxServer
 

@@ -289,6 +289,9 @@ def test_an_endpoint_is_each_kind_s_own_settings_and_names_its_key() -> None:
         "X": "red-x",
     }
     assert list(unset_references(claude, {"GW_KEY": "sk-1"})) == ["TEAM"]
+    literal = AgentSpec(kind="shell", run="true", env={"T": "$${TEAM} is ${TEAM}"})
+    assert expand(agent_templates(literal), {"TEAM": "red"}) == {"T": "${TEAM} is red"}
+    assert list(unset_references(literal, {"TEAM": "red"})) == []
     aider = AgentSpec(kind="aider", endpoint=GATEWAY, model="qwen")
     assert agent_templates(aider)["OPENAI_API_BASE"] == "http://127.0.0.1:4000/v1"
     argv = AiderAgent().argv(aider, CONTEXT)
@@ -307,3 +310,20 @@ def test_codex_gets_a_model_provider_of_the_endpoint_and_reads_the_key_itself() 
         'env_key="GW_KEY",wire_api="responses"}',
     ]
     assert agent_templates(spec) == {"GW_KEY": "${GW_KEY}"}  # past the secret filter
+
+
+def test_each_simple_command_of_the_check_is_allowed_as_claude_code_matches_them() -> None:
+    context = AttemptContext(**{**CONTEXT.__dict__, "checks": ("ruff check . && pytest -q\nmypy",)})
+    argv = ClaudeCodeAgent().argv(AgentSpec(kind="claude-code"), context)
+    allowed = argv[argv.index("--allowedTools") + 1 : argv.index("--allowedTools") + 4]
+    assert allowed == ["Bash(ruff check .:*)", "Bash(pytest -q:*)", "Bash(mypy:*)"]
+
+
+def test_codex_with_its_home_in_the_temporary_directory_gets_a_tmpdir_of_its_own(
+    tmp_path: Path,
+) -> None:
+    context = AttemptContext(**{**CONTEXT.__dict__, "prompt_file": str(tmp_path / "prompt.txt")})
+    home_in_tmp = AgentSpec(kind="codex", env={"CODEX_HOME": "/tmp/codex-home"})
+    assert CodexAgent().environment(home_in_tmp, context)["TMPDIR"] == str(tmp_path / "tmp")
+    elsewhere = AgentSpec(kind="codex", env={"CODEX_HOME": "/var/lib/codex-home"})
+    assert "TMPDIR" not in CodexAgent().environment(elsewhere, context)

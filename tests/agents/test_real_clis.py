@@ -199,12 +199,14 @@ def test_real_claude_is_counted_call_by_call_and_stopped_at_its_allowance(
 def test_real_claude_retries_an_overloaded_api_and_the_pane_says_so(
     claude_bin: Path, attempts: Attempts
 ) -> None:
-    script = Script(Rule(Reply(status=529), times=2), default=Reply(text=HELLO))
-    with serve(script) as api:
+    storm = (Rule(Reply(status=429), times=1), Rule(Reply(status=529), times=1))
+    with serve(Script(*storm, default=Reply(text=HELLO))) as api:
         run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), api.claude_env())
     assert run.code == 0, run.out
-    assert "  ⟳ the API answered 529 (overloaded): retry 1 of 10 in" in run.out
-    assert (run.record["api_retries"], run.record["api_status"]) == (2, 529)
+    assert "  ⟳ the API answered 429 (rate_limit): retry 1 of 10 in" in run.out
+    assert "  ⟳ the API answered 529 (overloaded): retry 2 of 10 in" in run.out
+    # retried, then fine: it did not end on an API error
+    assert (run.record["api_retries"], run.record["api_status"]) == (2, None)
 
 
 def test_real_claude_past_its_retries_ends_on_the_api_s_error(

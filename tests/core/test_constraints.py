@@ -231,3 +231,16 @@ def test_an_attempt_may_spend_what_the_tighter_budget_has_left() -> None:
     assert token_allowance(state, "a") == 50
     unbounded = running_state()
     assert token_allowance(unbounded, "a") == 1000
+
+
+def test_what_an_interrupted_attempt_had_used_still_counts() -> None:
+    state = running_state(token_budget=100)
+    state = feed(
+        state,
+        [
+            ev.AttemptInterrupted(
+                subtask_id="a", attempt=1, recovery_ref=None, rerun=True, tokens=90
+            )
+        ],
+    )
+    assert state.subtask("a").tokens == 90 and token_allowance(state, "a") == 10

@@ -256,6 +256,33 @@ def test_worktree_root_inside_the_working_tree_is_refused(root: str) -> None:
     assert message.startswith("plan.yaml:4:16: worktree_root must lie outside the working tree")
 
 
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (
+            "{kind: shell, run: 'true', env: {KAIRO_USAGE_FILE: /dev/null}}",
+            "plan.yaml:6:45: subtask 'a': agent.env.KAIRO_USAGE_FILE must not be a KAIRO_ "
+            "variable: kairo-orch sets those itself",
+        ),
+        (
+            "{kind: claude-code, endpoint: {url: 'https://me:secret@gw.example'}}",
+            "plan.yaml:6:48: subtask 'a': agent.endpoint.url must hold no user, password or "
+            "${variable}: the plan and the event log are read by others; name the key's "
+            "variable in key_env",  # and the password is not echoed
+        ),
+        (
+            "{kind: shell, run: 'true', env: {'A-B': x}}",
+            "plan.yaml:6:45: subtask 'a': agent.env.A-B must be an environment variable's "
+            "name, e.g. GATEWAY_KEY",
+        ),
+    ],
+)
+def test_an_agent_s_variables_and_endpoint_hold_no_secret_and_touch_nothing_of_kairo_s(
+    agent: str, message: str
+) -> None:
+    assert only_problem(HEAD + f"subtasks:\n  - id: a\n    agent: {agent}\n") == message
+
+
 @pytest.mark.parametrize("root", ["../.git/wt", "/srv/repo/.git/kairo", "../x/.git"])
 def test_worktree_root_inside_a_git_directory_is_refused(root: str) -> None:
     message = only_problem(HEAD + f"worktree_root: '{root}'\nsubtasks:\n  - id: a\n")

@@ -123,7 +123,7 @@ def test_each_limit_ends_its_subtask_with_the_reason_word_of_cli_md(
     ]
     assert {(v["subtask_id"], v["constraint"], v["action"]) for v in violations} == {
         ("bounded", "max_attempts", "GRACEFUL_EXIT"),
-        ("spender", "subtask_token_budget", "EMERGENCY_STOP"),  # spent: none follows
+        ("spender", "subtask_token_budget", "GRACEFUL_EXIT"),  # spent between attempts
     }
 
 

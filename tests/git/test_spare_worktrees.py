@@ -15,14 +15,15 @@ from orchestrator.git import spare_worktrees
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
-from orchestrator.git.spare_worktrees import POOL
+from orchestrator.git.spare_worktrees import spare_pool
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.git.conftest import GitCommands, run, write
 
 
-def pool(repo: Path) -> Path:
-    """The spare pool of the `worktree_root` fixture's root (conftest.py)."""
-    return repo.parent / "worktrees" / POOL
+def pool(repo: Path, root: Path | None = None) -> Path:
+    """The repository's spare pool in the `worktree_root` fixture's root (conftest.py)."""
+    execution = (root or repo.parent / "worktrees") / "01exec"
+    return spare_pool(execution / "any", (repo / ".git").resolve())
 
 
 def spares(repo: Path) -> list[Path]:
@@ -396,11 +397,29 @@ async def test_each_worktree_root_keeps_a_pool_of_its_own(repo: Path, tmp_path: 
     elsewhere = tmp_path / "other-root" / "01exec"
     made = await provider.create("s1", "kairo/s1", "main", elsewhere / "s1")
     await provider.release(made.path)
-    assert len(list((tmp_path / "other-root" / POOL).iterdir())) == 1
+    assert len(list(pool(repo, tmp_path / "other-root").iterdir())) == 1
 
     await provider.create("s2", "kairo/s2", "main", tmp_path / "worktrees" / "01exec" / "s2")
 
-    assert len(list((tmp_path / "other-root" / POOL).iterdir())) == 1  # not taken from there
+    assert len(list(pool(repo, tmp_path / "other-root").iterdir())) == 1  # not taken from there
+
+
+async def test_repositories_sharing_a_worktree_root_never_share_a_spare(
+    repo: Path, worktree_root: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-repo"
+    run(tmp_path, "clone", "--quiet", str(repo), str(other))
+    mine = LocalWorktreeProvider(repo)
+    made = await mine.create("s1", "kairo/s1", "main", worktree_root / "s1")
+    await mine.release(made.path)
+
+    theirs = await LocalWorktreeProvider(other).create(
+        "s2", "kairo/s2", "main", worktree_root.parent / "01other" / "s2"
+    )
+
+    assert len(spares(repo)) == 1  # still mine
+    assert run(theirs.path, "rev-parse", "--git-common-dir").strip() == str(other / ".git")
+    assert "kairo/s2" not in run(repo, "branch", "--list", "kairo/s2")
 
 
 async def test_clean_of_the_spares_empties_every_pool_the_old_one_too(

@@ -269,3 +269,11 @@ async def test_a_worktree_where_the_last_version_put_them_is_still_made(repo: Pa
     assert (made.path / "README.md").is_file()
     await provider.release(made.path)
     assert len(list((repo / ".git" / "kairo" / "worktrees" / ".spares").iterdir())) == 1
+
+
+def test_a_checkout_inside_another_working_tree_keeps_its_worktrees_out_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    root = default_worktree_root(tmp_path / "mono" / "sub", parent_in_a_working_tree=True)
+    assert root.is_relative_to(tmp_path / "data")

@@ -44,6 +44,13 @@ def test_an_agent_kind_gets_the_credentials_it_logs_in_with_and_no_others() -> N
     assert "GITHUB_TOKEN" not in env
 
 
+def test_an_agent_sent_to_an_endpoint_gets_none_of_its_vendor_s_keys() -> None:
+    # The plan's endpoint (a gateway, someone's proxy) must not see the user's own keys:
+    # the agent gets the one key_env names instead (agents/endpoints.py).
+    env = without_secrets(ENV, passed=[], kind="claude-code", vendor=False)
+    assert "ANTHROPIC_API_KEY" not in env and env["PATH"] == "/bin"
+
+
 def test_the_local_sandbox_runs_the_agent_as_it_is() -> None:
     place = AgentPlace(Path("/w"), Path("/r"), Path("/g"))
     assert LocalSandbox().wrap(["claude", "-p"], place) == ["claude", "-p"]
