@@ -81,8 +81,8 @@ def require_environment(plan: ResolvedPlan, environment: Mapping[str, str], *, r
     for subtask in plan.subtasks:
         for name in unset_references(subtask.agent, environment):
             problems.setdefault(
-                f"the agent's env or endpoint names ${{{name}}}, which is not set in this "
-                "environment: set it, or change the plan",
+                f"the agent's settings (endpoint.key_env, or ${{{name}}} in env) name the "
+                f"variable {name}, which is not set in this environment: set it first",
                 [],
             ).append(subtask.id)
         bypass = subtask.agent.kind == "claude-code" and (

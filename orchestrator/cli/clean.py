@@ -13,7 +13,7 @@ from orchestrator.cli.context import Workspace, open_workspace
 from orchestrator.cli.options import common_options
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import OwnershipError, UsageError
+from orchestrator.errors import OwnershipError, StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
@@ -180,5 +180,17 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
     # What the live view read its store URL from, which may hold a password; it is gone
     # with the session (the log, the report and the attempts' records stay).
     await trio.Path(live_view_store_path(Path(state.created.run_root))).unlink(missing_ok=True)
-    lines.append(f"kept the integration branch {integration}")
+    if integration_head == state.created.base_commit and await _delete_quietly(root, integration):
+        # nothing was merged into it: it holds no work, only clutter
+        lines.append(f"deleted the integration branch {integration} (nothing was merged)")
+    else:
+        lines.append(f"kept the integration branch {integration}")
     return lines
+
+
+async def _delete_quietly(root: Path, branch: str) -> bool:
+    """Delete `branch` unless someone has it checked out (then it stays, as any branch)."""
+    try:
+        return await delete_branch(root, branch)
+    except StepFailed:
+        return False

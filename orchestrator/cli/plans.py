@@ -11,6 +11,7 @@ from ruamel.yaml.error import YAMLError
 
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
+from orchestrator.core.plan_yaml import refuse_deep_nesting
 from orchestrator.errors import KairoError, PlanError, UsageError
 from orchestrator.git.copied_files import unmatched_patterns
 from orchestrator.git.history import tracked_files_sync
@@ -31,8 +32,18 @@ class PlanInRepo:
         return self.loaded.warnings + self.checkout_warnings
 
 
+#: Plenty for 10,000 subtasks; a plan file larger than this is not one (docs/plan.md).
+MAX_PLAN_BYTES = 4 * 1024 * 1024
+
+
 def read_plan_text(path: Path) -> str:
     try:
+        size = path.stat().st_size
+        if size > MAX_PLAN_BYTES:
+            raise UsageError(
+                f"{path}: the plan file is {size / 1024 / 1024:.1f} MiB; a plan may be at "
+                f"most {MAX_PLAN_BYTES // 1024 // 1024} MiB"
+            )
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such plan file") from None
@@ -47,10 +58,11 @@ def _written_base(text: str) -> str:
     """
     try:
         data = YAML(typ="safe").load(text)
-    except YAMLError:
+    except (YAMLError, RecursionError):
         return "HEAD"
     base = data.get("base") if isinstance(data, dict) else None
-    return base if isinstance(base, str) and base.strip() else "HEAD"
+    usable = isinstance(base, str) and base.strip() and "\0" not in base
+    return base if usable else "HEAD"  # type: ignore[return-value]
 
 
 def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
@@ -58,6 +70,7 @@ def read_plan(path: Path, repo: RepoPaths | None) -> PlanInRepo:
     filename = str(path)
     if repo is None:
         return PlanInRepo(load_plan(text, filename, None), None, path)
+    refuse_deep_nesting(text, filename)  # before any YAML parser, which it would stall
     base_name = _written_base(text)
     try:
         base_commit = rev_parse_sync(repo.toplevel, base_name)

@@ -29,7 +29,9 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     for warning in checked.warnings:
         out.print(f"warning: {warning}", markup=False, style="yellow")
     base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
-    out.print(f"plan {resolved.name}: {len(resolved.subtasks)} subtasks{base}", markup=False)
+    count = len(resolved.subtasks)
+    many = f"{count} subtask{'' if count == 1 else 's'}"
+    out.print(f"plan {resolved.name}: {many}{base}", markup=False)
     for position, subtask_id in enumerate(merge_order(resolved), start=1):
         spec = resolved.subtask(subtask_id)
         after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""

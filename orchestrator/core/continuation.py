@@ -201,11 +201,14 @@ def no_changes(
     """The subtask's branch is as it found it: no attempt of it changed anything."""
     if attempt.changed or attempt.after_changes or spec.allow_empty:
         return None
+    again = previous is not None and (previous.reason or "").startswith("no_changes")
     refused = refusals_in_words(attempt)
+    if again and previous is not None:  # either attempt's refusals explain the nothing
+        refused = list(dict.fromkeys(refusals_in_words(previous) + refused))
     why = ""
     if refused:
         why = f": {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
-    if previous is not None and (previous.reason or "").startswith("no_changes"):
+    if again and previous is not None:
         return ContinuationDecision(
             "escalate",
             reason=(

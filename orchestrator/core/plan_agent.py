@@ -57,6 +57,15 @@ def _program_problems(kind: str, values: dict[str, Any]) -> Iterator[tuple[str, 
                     ),
                 )
         return
+    endpoint = values.get("endpoint")
+    keys = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"} & (values.get("env") or {}).keys()
+    if kind == "claude-code" and endpoint is not None and endpoint.key_env is None and not keys:
+        yield (
+            "endpoint",
+            "agent kind 'claude-code' needs a key for its endpoint (Claude Code does not "
+            "start without one, and gets none of yours there): name the variable that holds "
+            "it in endpoint.key_env",
+        )
     mode = values.get("permission_mode")
     if mode is not None:
         allowed = PERMISSION_MODES.get(kind)

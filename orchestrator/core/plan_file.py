@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -39,7 +40,7 @@ from pydantic_core import PydanticCustomError
 from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.ids import ID_PATTERN
-from orchestrator.core.plan import AgentKind, MergeOrder, ResolvedPlan
+from orchestrator.core.plan import MAX_SUBTASKS, AgentKind, MergeOrder, ResolvedPlan
 from orchestrator.core.plan_errors import Problems, describe_value
 from orchestrator.core.plan_resolve import Resolver
 from orchestrator.core.plan_yaml import parse_yaml
@@ -71,9 +72,21 @@ def _version(value: int) -> int:
 
 def _duration(value: Any) -> float:
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError:
         raise PydanticCustomError("plan_duration", DURATION_EXPECTED) from None
+    if seconds > MAX_DURATION_S:
+        raise PydanticCustomError("plan_duration", "must be at most 30 days (720h)")
+    return seconds
+
+
+def _at_most(limit: int) -> AfterValidator:
+    def check(value: int) -> int:
+        if value > limit:
+            raise PydanticCustomError("plan_number", f"must be at most {limit:,}")
+        return value
+
+    return AfterValidator(check)
 
 
 def _one_or_many(value: Any) -> Any:
@@ -149,6 +162,10 @@ def _agent_variable(value: str) -> str:
 
 
 def _env_value(value: str) -> str:
+    if value.replace("${", "").count("}") < value.count("${") or re.search(r"\$\{[^}]*$", value):
+        raise PydanticCustomError(
+            "plan_env_reference", "has a ${ left open: write ${NAME}, or $${ for a literal"
+        )
     for name in re.findall(r"\$\{([^}]*)\}", value):
         if not _ENV_NAME.fullmatch(name):
             raise PydanticCustomError(
@@ -159,15 +176,19 @@ def _env_value(value: str) -> str:
 
 
 def _url(value: str) -> str:
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
-        raise PydanticCustomError(
-            "plan_url", "must be an http:// or https:// URL, e.g. http://127.0.0.1:4000"
-        )
-    if "@" in value.split("/")[2] or "${" in value:
+    expected = "must be an http:// or https:// URL, e.g. http://127.0.0.1:4000"
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?(\?\S*)?(#\S*)?", value):
+        raise PydanticCustomError("plan_url", expected)
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018  (raises for a port that is no port)
+    except ValueError:
+        raise PydanticCustomError("plan_url", f"{expected}, with a port from 1 to 65535") from None
+    if parts.username is not None or parts.query or parts.fragment or "${" in value:
         raise PydanticCustomError(
             "plan_url",
-            "must hold no user, password or ${variable}: the plan and the event log are "
-            "read by others; name the key's variable in key_env",
+            "must hold no user, password, query or ${variable}: the plan and the event log "
+            "are read by others; name the key's variable in key_env",
         )
     return value
 
@@ -175,8 +196,14 @@ def _url(value: str) -> str:
 Id = Annotated[str, AfterValidator(_plan_id)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Text = Annotated[str, AfterValidator(_non_blank)]
-WholeNumber = Annotated[int, Field(ge=1)]
+# Caps (docs/plan.md, "Limits of a plan"): past them a plan is a typo or an attack, and a
+# number must also fit the event log's JSON (integers up to 2^53).
+MAX_DURATION_S = 30 * 24 * 3600.0
+MAX_PARALLEL = 1000
+MAX_ATTEMPTS = 100
+MAX_TOKENS = 2**53 - 1
 Duration = Annotated[float, BeforeValidator(_duration)]
+Tokens = Annotated[int, Field(ge=1), _at_most(MAX_TOKENS)]
 Globs = Annotated[list[str], BeforeValidator(_one_or_many)]
 
 
@@ -207,13 +234,13 @@ class RawAgent(_Raw):
 
 class RawLimits(_Raw):
     timeout: Duration | None = None
-    max_attempts: WholeNumber = 3
-    token_budget: WholeNumber | None = None
+    max_attempts: Annotated[int, Field(ge=1), _at_most(MAX_ATTEMPTS)] = 3
+    token_budget: Tokens | None = None
 
 
 class RawExecutionLimits(_Raw):
     timeout: Duration | None = None
-    token_budget: WholeNumber | None = None
+    token_budget: Tokens | None = None
 
 
 class RawWorktree(_Raw):
@@ -240,7 +267,8 @@ class RawReview(_Raw):
 
 class RawSplit(_Raw):
     files: Annotated[Globs, Field(min_length=1)]
-    max_files: WholeNumber  # no default: it decides how many agents the split starts
+    # no default: it decides how many agents the split starts
+    max_files: Annotated[int, Field(ge=1), _at_most(MAX_SUBTASKS)]
     by: Literal["directory", "count"] = "directory"
 
 
@@ -262,7 +290,7 @@ class RawPlan(_Raw):
     name: Id
     base: Text = "HEAD"
     integration_branch: Text | None = None
-    max_parallel: WholeNumber = 4
+    max_parallel: Annotated[int, Field(ge=1), _at_most(MAX_PARALLEL)] = 4
     merge_order: MergeOrder = "plan"
     worktree_root: Annotated[str, AfterValidator(_outside_tree)] | None = None
     agent: RawAgent | None = None
@@ -313,9 +341,14 @@ def load_plan(text: str, filename: str, tracked_files: Sequence[str] | None) -> 
             (), f"the plan must be a mapping of version, name, subtasks...; it is {found}"
         )
         problems.raise_if_any()
-    head = problems.validate(RawPlan, doc.data, (), "", _PLAN_KEYS)
     items = doc.data.get("subtasks")
     items = items if isinstance(items, list) else []
+    if len(items) > MAX_SUBTASKS:  # at once: checking a million of them would take minutes
+        problems.at_key(
+            ("subtasks",), f"the plan has {len(items):,} subtasks; at most {MAX_SUBTASKS:,}"
+        )
+        problems.raise_if_any()
+    head = problems.validate(RawPlan, doc.data, (), "", _PLAN_KEYS)
     subtasks = [
         problems.validate(RawSubtask, item, ("subtasks", i), _subject(item), _SUBTASK_KEYS)
         for i, item in enumerate(items)

@@ -19,6 +19,7 @@ from wcmatch import glob
 from orchestrator.core.dag import find_cycle
 from orchestrator.core.ids import ID_PATTERN
 from orchestrator.core.plan import (
+    MAX_SUBTASKS,
     AgentSpec,
     ExecutionLimits,
     Limits,
@@ -119,6 +120,13 @@ class Resolver:
         valid = [(i, sub) for i, sub in enumerate(self.subtasks) if sub is not None]
         for i, sub in valid:
             self.parts[i] = self._expand(i, sub)
+        expanded = sum(len(parts) for parts in self.parts.values())
+        if expanded > MAX_SUBTASKS:
+            self.problems.at_key(
+                ("subtasks",),
+                f"the plan's splits make {expanded:,} subtasks; at most {MAX_SUBTASKS:,}",
+            )
+            self.problems.raise_if_any()
         self._register_ids()
         self._check_dependencies(valid)
         agents = {
@@ -285,7 +293,13 @@ class Resolver:
                     self.problems.at_value(
                         at, f"subtask '{subject}' depends on unknown subtask '{dep}'{hint}"
                     )
-                elif subject in graph and self.raw_ids[target] in graph:
+                elif (
+                    subject in graph
+                    and self.owner.get(subject) == i
+                    and self.raw_ids[target] in graph
+                ):
+                    # (an entry whose id another took first is reported as that, and adds
+                    # no edge: its own would be that other's)
                     graph[subject].append(str(self.raw_ids[target]))
         while (cycle := find_cycle(graph)) is not None:
             ring = cycle[:-1]

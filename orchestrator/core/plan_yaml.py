@@ -13,7 +13,7 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -56,6 +56,7 @@ class Document:
 
 def parse_yaml(text: str, filename: str) -> Document:
     """Parse one YAML document; a syntax error is a PlanError naming its line and column."""
+    refuse_deep_nesting(text, filename)
     yaml = YAML(typ="rt")
     values: dict[Path, Pos] = {}
     keys: dict[Path, Pos] = {}
@@ -68,14 +69,95 @@ def parse_yaml(text: str, filename: str) -> Document:
             raise PlanError([_syntax_problem(exc, filename)]) from None
         except YAMLError as exc:
             raise PlanError([f"{filename}:1:1: not valid YAML: {exc}"]) from None
+        except RecursionError:
+            raise PlanError([f"{filename}:1:1: {DEEP}"]) from None
     root = getattr(tree, "lc", None)
     values[()] = Pos(root.line + 1, root.col + 1) if root is not None else START
-    data = _plain(tree, (), values, keys)
+    copy = _Copy(filename, values, keys)
+    try:
+        if _expanded_size(tree, {}) > MAX_VALUES:  # counted, not expanded: at once
+            copy.too_many()
+        data = copy.plain(tree, ())
+    except RecursionError:
+        raise PlanError([f"{filename}:1:1: {DEEP}"]) from None
     found = tuple(_warning(w.message) for w in caught)
     return Document(data=data, values=values, keys=keys, warnings=found)
 
 
-def _plain(node: Any, path: Path, values: dict[Path, Pos], keys: dict[Path, Pos]) -> Any:
+#: How deep `[` and `{` may nest: ruamel's parser slows with the square of the depth (2,000
+#: levels took 5 s before Python's recursion limit stopped it).
+MAX_DEPTH = 64
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def refuse_deep_nesting(text: str, filename: str) -> None:
+    """Lexical: brackets inside quoted text count too, which only a plan holding 64
+    unclosed ones in its strings would notice."""
+    depth = 0
+    for found in _BRACKETS.finditer(text):
+        depth += 1 if found.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            line = text.count("\n", 0, found.start()) + 1
+            col = found.start() - text.rfind("\n", 0, found.start())
+            raise PlanError(
+                [f"{filename}:{line}:{col}: not valid YAML: nested more than {MAX_DEPTH} deep"]
+            )
+
+
+#: How many values a plan may hold once its YAML aliases are expanded: 10,000 subtasks of
+#: some twenty values each. A few hundred bytes of nested aliases expand to billions
+#: ("billion laughs"); this refuses them in about a second.
+MAX_VALUES = 250_000
+DEEP = "not valid YAML: nested too deep"
+
+
+def _expanded_size(node: Any, sizes: dict[int, int]) -> int:
+    """How many values `node` holds once its aliases are expanded; each mapping or list
+    is counted once however many aliases name it (`sizes`, by identity)."""
+    if not isinstance(node, CommentedMap | CommentedSeq):
+        return 1
+    known = sizes.get(id(node))
+    if known is None:
+        children = node.values() if isinstance(node, CommentedMap) else node
+        known = sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return known
+
+
+class _Copy:
+    """The ruamel tree as plain data, each value counted and checked on the way."""
+
+    def __init__(self, filename: str, values: dict[Path, Pos], keys: dict[Path, Pos]) -> None:
+        self.filename = filename
+        self.values = values
+        self.keys = keys
+        self.count = 0
+
+    def too_many(self) -> NoReturn:
+        raise PlanError(
+            [
+                f"{self.filename}:1:1: the plan holds more than {MAX_VALUES:,} values once "
+                "its YAML aliases are expanded; write it out, or repeat less"
+            ]
+        )
+
+    def plain(self, node: Any, path: Path) -> Any:
+        self.count += 1
+        if self.count > MAX_VALUES:
+            self.too_many()
+        if isinstance(node, str) and "\0" in node:
+            pos = self.values.get(path, START)
+            raise PlanError(
+                [
+                    f"{self.filename}:{pos.line}:{pos.col}: a value holds a NUL character "
+                    "(\\0), which no command line, file name or variable can hold"
+                ]
+            )
+        return _plain(node, path, self.values, self.keys, self.plain)
+
+
+def _plain(
+    node: Any, path: Path, values: dict[Path, Pos], keys: dict[Path, Pos], plain: Any
+) -> Any:
     if isinstance(node, CommentedMap):
         result: dict[str, Any] = {}
         for raw_key, child in node.items():
@@ -90,7 +172,9 @@ def _plain(node: Any, path: Path, values: dict[Path, Pos], keys: dict[Path, Pos]
                 values[sub] = Pos(line + 1, col + 1)
             except (KeyError, TypeError):
                 pass
-            result[key] = _plain(child, sub, values, keys)
+            if "\0" in key:
+                plain(key, sub)  # says where
+            result[key] = plain(child, sub)
         return result
     if isinstance(node, CommentedSeq):
         items: list[Any] = []
@@ -101,7 +185,7 @@ def _plain(node: Any, path: Path, values: dict[Path, Pos], keys: dict[Path, Pos]
                 values[sub] = keys[sub] = Pos(line + 1, col + 1)
             except (KeyError, TypeError):
                 pass
-            items.append(_plain(child, sub, values, keys))
+            items.append(plain(child, sub))
         return items
     # ruamel's scalar subclasses keep formatting we do not need; hand pydantic exact types.
     if isinstance(node, bool):

@@ -165,8 +165,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"]:
+            title = f" ({item['title']})" if item["title"] != item["id"] else ""
             lines.append(
-                f"- **{item['id']}** ({item['title']}): {item['diffstat'] or 'no file changes'}"
+                f"- **{item['id']}**{title}: {item['diffstat'] or 'no file changes'}"
                 f" — merge `{item['merge_commit'][:12]}`"
             )
     if report["conflicted"]:
@@ -228,7 +229,7 @@ def _went_through(attempt: dict[str, Any]) -> str:
             said.append(attempt["api_error"])
     elif attempt["api_retries"]:
         said.append(f"its program retried the API {attempt['api_retries']} time(s)")
-    said += attempt["refusals"]
+    said += [r for r in attempt["refusals"] if r not in (attempt["reason"] or "")]
     return "; ".join(said)
 
 

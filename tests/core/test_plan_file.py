@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+import time
 
 import pytest
 
+from orchestrator.core import plan_file, plan_resolve
 from orchestrator.core.durations import format_duration, parse_duration
 from orchestrator.core.plan import AgentSpec, Limits
 from orchestrator.core.plan_file import LoadedPlan, load_plan
@@ -266,9 +268,25 @@ def test_worktree_root_inside_the_working_tree_is_refused(root: str) -> None:
         ),
         (
             "{kind: claude-code, endpoint: {url: 'https://me:secret@gw.example'}}",
-            "plan.yaml:6:48: subtask 'a': agent.endpoint.url must hold no user, password or "
-            "${variable}: the plan and the event log are read by others; name the key's "
-            "variable in key_env",  # and the password is not echoed
+            "plan.yaml:6:48: subtask 'a': agent.endpoint.url must hold no user, password, "
+            "query or ${variable}: the plan and the event log are read by others; name the "
+            "key's variable in key_env",  # and the password is not echoed
+        ),
+        (
+            "{kind: codex, endpoint: {url: 'http://127.0.0.1:99999'}}",
+            "plan.yaml:6:42: subtask 'a': agent.endpoint.url must be an http:// or https:// "
+            "URL, e.g. http://127.0.0.1:4000, with a port from 1 to 65535",
+        ),
+        (
+            "{kind: shell, run: 'true', env: {A: '${UNSET'}}",
+            "plan.yaml:6:48: subtask 'a': agent.env.A has a ${ left open: write ${NAME}, or "
+            "$${ for a literal (got '${UNSET')",
+        ),
+        (
+            "{kind: claude-code, endpoint: {url: 'http://127.0.0.1:4000'}}",
+            "plan.yaml:6:32: subtask 'a': agent kind 'claude-code' needs a key for its "
+            "endpoint (Claude Code does not start without one, and gets none of yours there): "
+            "name the variable that holds it in endpoint.key_env",
         ),
         (
             "{kind: shell, run: 'true', env: {'A-B': x}}",
@@ -722,3 +740,63 @@ def test_worktree_setup_is_resolved_and_each_subtask_has_its_own_port_block() ->
 def test_a_wrong_worktree_setting_is_named(setting: str, message: str) -> None:
     problem = only_problem(HEAD + f"worktree: {setting}\nsubtasks:\n  - id: a\n")
     assert message in problem and problem.startswith("plan.yaml:4:")
+
+
+# --- inputs that broke the loader (a fuzz campaign's findings) ------------------------------
+
+
+def test_a_duplicate_id_that_depends_on_its_twin_is_one_problem_not_a_crash() -> None:
+    text = "version: 1\nname: p\nagent: {run: go}\nsubtasks: [{id: a}, {id: a, depends_on: [a]}]\n"
+    assert only_problem(text) == "plan.yaml:4:26: subtask id 'a' is already used at line 4"
+
+
+def test_a_nul_character_is_refused_where_it_is_written() -> None:
+    assert only_problem(HEAD + 'base: "main\\0"\nsubtasks:\n  - id: a\n') == (
+        "plan.yaml:4:7: a value holds a NUL character (\\0), which no command line, file "
+        "name or variable can hold"
+    )
+
+
+def test_nesting_past_its_cap_is_a_yaml_error_at_once() -> None:
+    assert only_problem(HEAD + "subtasks: " + "[" * 2000 + "]" * 2000 + "\n") == (
+        "plan.yaml:4:75: not valid YAML: nested more than 64 deep"
+    )
+
+
+def test_aliases_that_expand_past_the_cap_are_refused_before_they_are_expanded() -> None:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 12)]
+    started = time.monotonic()
+    message = only_problem("\n".join(lines) + "\n" + HEAD + "subtasks:\n  - id: a\n")
+    assert message.startswith("plan.yaml:1:1: the plan holds more than 250,000 values once")
+    assert time.monotonic() - started < 2  # 9^12 values, never made
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("max_parallel: " + "9" * 30, "plan.yaml:4:15: max_parallel must be at most 1,000"),
+        ("limits: {max_attempts: " + "9" * 41 + "}", "limits.max_attempts must be at most 100"),
+        ("limits: {timeout: 9223372036854775807s}", "limits.timeout must be at most 30 days"),
+        (
+            "execution_limits: {token_budget: 9007199254740992}",
+            "must be at most 9,007,199,254,740,991",
+        ),
+    ],
+)
+def test_numbers_past_their_caps_are_refused_at_validate(line: str, message: str) -> None:
+    assert message in only_problem(HEAD + line + "\nsubtasks:\n  - id: a\n")
+
+
+def test_more_subtasks_than_the_cap_are_refused_whether_written_or_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(plan_file, "MAX_SUBTASKS", 3)
+    monkeypatch.setattr(plan_resolve, "MAX_SUBTASKS", 3)
+    written = HEAD + "subtasks: [{id: a}, {id: b}, {id: c}, {id: d}]\n"
+    assert only_problem(written) == "plan.yaml:4:1: the plan has 4 subtasks; at most 3"
+    split = HEAD + "subtasks:\n  - id: s\n    split: {files: 'src/*.py', max_files: 1}\n"
+    tracked = ("src/a.py", "src/b.py", "src/c.py", "src/d.py")
+    with pytest.raises(PlanError) as info:
+        load_plan(split, "plan.yaml", tracked_files=tracked)
+    assert "the plan's splits make 4 subtasks; at most 3" in info.value.message

@@ -274,6 +274,23 @@ def test_clean_all_cleans_every_ended_execution(kairo: Kairo, repo: Path) -> Non
     assert both.returncode == 2 and "not both" in both.stderr
 
 
+def test_clean_deletes_an_integration_branch_nothing_was_merged_into(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: nothing\nagent: {kind: shell, run: 'exit 3'}\n"
+        "limits: {max_attempts: 1}\nsubtasks:\n  - id: x\n"
+    )
+    assert kairo.run("start", str(plan), "--wait").returncode == 1
+    integration = kairo.json("status")["integration_branch"]
+
+    done = kairo.run("clean", "--force")
+
+    assert done.returncode == 0, done.stderr
+    assert f"deleted the integration branch {integration} (nothing was merged)" in done.stdout
+    assert integration not in git(repo, "branch", "--format=%(refname:short)").split()
+
+
 def test_status_json_has_the_fields_of_cli_md(kairo: Kairo, repo: Path) -> None:
     plan = kairo.write_plan(
         "version: 1\nname: tiny\nagent: {kind: shell, run: 'echo x > x.txt'}\nsubtasks:\n  - id: x\n"

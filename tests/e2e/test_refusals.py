@@ -70,6 +70,22 @@ BAD_PLANS = {
         "subtasks:\n  - id: a\n",
         "must be an http:// or https:// URL",
     ),
+    "nul character": (
+        'version: 1\nname: p\nbase: "main\\0"\n' + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "plan.yaml:3:7: a value holds a NUL character",
+    ),
+    "alias bomb": (
+        'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+        + "version: 1\nname: p\n"
+        + GOOD_AGENT
+        + "subtasks:\n  - id: a\n",
+        "more than 250,000 values once its YAML aliases are expanded",
+    ),
+    "nested too deep": (
+        "version: 1\nname: p\n" + GOOD_AGENT + "subtasks: " + "[" * 500 + "]" * 500 + "\n",
+        "nested more than 64 deep",
+    ),
     "existing integration branch": (
         "version: 1\nname: p\nintegration_branch: main\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
         "already exists",
@@ -163,6 +179,14 @@ def test_a_repository_without_commits_is_told_to_commit_first(kairo: Kairo, tmp_
     done = kairo.run("start", str(plan), "--repo", str(empty), "--detach")
     assert done.returncode == 2
     assert f"the repository at {empty} has no commit yet" in done.stderr
+
+
+def test_a_plan_file_too_large_to_be_one_is_refused_at_once(kairo: Kairo, repo: Path) -> None:
+    plan = kairo.write_plan("version: 1\nname: p\n# " + "x" * (5 * 1024 * 1024) + "\n")
+    done = kairo.run("start", str(plan), "--detach")
+    assert done.returncode == 2
+    assert "the plan file is 5.0 MiB; a plan may be at most 4 MiB" in done.stderr
+    assert_nothing_created(kairo, repo)
 
 
 def test_a_missing_plan_file_is_a_usage_error(kairo: Kairo, repo: Path) -> None:
