@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -42,10 +43,12 @@ def launch(
     rerun_interrupted: bool = False,
     verified: bool = False,
     stop: StopMode | None = None,
+    supervised: Callable[[], None] | None = None,
 ) -> None:
     """Claim the execution (exit 4 if it is owned), hand it to `supervisor` (forked by the
     caller before it opened its store), then wait for its end (`wait`), attach to its tmux
-    session (a terminal, no `detach`) or return."""
+    session (a terminal, no `detach`) or return. `supervised` is called once the
+    supervisor runs (or failed to)."""
     spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
     if resume and not verified:
         ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
@@ -67,7 +70,11 @@ def launch(
         stop=stop,
     )
     supervisor.hand_over(arguments, log_path=supervisor_log_path(run_root))
-    _wait_until_supervised(ws, state, supervisor)
+    try:
+        _wait_until_supervised(ws, state, supervisor)
+    finally:
+        if supervised is not None:  # what waited on its supervisor may go on
+            supervised()
     if stop is not None:
         return  # `stop` says what happens next
     verb = "resumed" if resume else "started"

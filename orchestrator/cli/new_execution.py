@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -50,7 +53,7 @@ def start_execution(
         ready = _ready_to_start(paths, checked)
         if checked.loaded.plan.integration_branch:
             _refuse_a_taken_branch(paths, checked, checked.loaded.plan.integration_branch)
-    with workspace_at(paths, store_url) as ws:
+    with workspace_at(paths, store_url) as ws, _one_start_at_a_time(paths) as started:
         unended = None if fresh else _unended_execution(ws, checked.loaded.plan.name)
         if unended is not None:
             execution_id, status = unended
@@ -63,11 +66,35 @@ def start_execution(
                 wait=wait,
                 detach=detach,
                 supervisor=supervisor,
+                supervised=started,
             )
             return
         worktree_root = ready or _ready_to_start(paths, checked)
         execution_id = _create_execution(ws, checked, worktree_root)
-        launch(ws, execution_id, supervisor, wait=wait, detach=detach)
+        launch(ws, execution_id, supervisor, wait=wait, detach=detach, supervised=started)
+
+
+@contextmanager
+def _one_start_at_a_time(paths: RepoPaths) -> Iterator[Callable[[], None]]:
+    """Held from the look for a running execution of the plan until the new one's
+    supervisor runs (`launch` calls what this yields): two `start`s of one plan at the
+    same instant would otherwise both see none, and run every agent twice. An flock, which
+    the kernel lets go of if this process dies; one repository's, so starts from clones on
+    other machines sharing a PostgreSQL store are not held by it."""
+    path = paths.git_common_dir / "kairo" / "start.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    held = [descriptor]
+
+    def release() -> None:
+        while held:
+            os.close(held.pop())  # which lets go of the flock
+
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield release
+    finally:
+        release()
 
 
 def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> Path:
@@ -149,12 +176,21 @@ def _offer_resume(
     wait: bool,
     detach: bool,
     supervisor: PendingSupervisor,
+    supervised: Callable[[], None],
 ) -> None:
     """An interrupted execution of the same plan is resumed, not silently run again."""
     if sys.stdin.isatty() and sys.stdout.isatty():
         question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
         if click.confirm(question, default=True):
-            launch(ws, execution_id, supervisor, wait=wait, detach=detach, resume=True)
+            launch(
+                ws,
+                execution_id,
+                supervisor,
+                wait=wait,
+                detach=detach,
+                resume=True,
+                supervised=supervised,
+            )
             return
         raise UsageError("nothing started: say `kairo-orch start --fresh` to start anew")
     raise OwnershipError(
