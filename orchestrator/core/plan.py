@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 AgentKind = Literal["shell", "command", "claude-code", "codex", "aider"]
 MAX_SUBTASKS = 10_000  # in one plan, splits expanded (docs/plan.md, "Limits of a plan")
+MAX_HANDED_BYTES = 64 * 1024  # of a prompt, or a file list, an agent gets in its environment
 MergeOrder = Literal["plan", "completion"]
 ADAPTER_KINDS: tuple[AgentKind, ...] = ("claude-code", "codex", "aider")  # `binary`, `model`...
 # `permission_mode` by kind: what `claude --help` lists for --permission-mode, and the values

@@ -19,6 +19,7 @@ from wcmatch import glob
 from orchestrator.core.dag import find_cycle
 from orchestrator.core.ids import ID_PATTERN
 from orchestrator.core.plan import (
+    MAX_HANDED_BYTES,
     MAX_SUBTASKS,
     AgentSpec,
     ExecutionLimits,
@@ -129,6 +130,8 @@ class Resolver:
             self.problems.raise_if_any()
         self._register_ids()
         self._check_dependencies(valid)
+        for i, sub in valid:
+            self._check_sizes(i, sub)
         agents = {
             i: resolve_agent(i, sub, self.default_agent, self.problems)
             if self.agent_known
@@ -195,6 +198,23 @@ class Resolver:
                 ),
                 split_of=sub.id if part.total else None,
             )
+
+    def _check_sizes(self, i: int, sub: RawSubtask) -> None:
+        """What an agent is handed in its environment and on its command line must fit
+        there: exec refuses any one string over 128 KiB, and feedback is added to it."""
+        for part in self.parts.get(i, ()):
+            listed = len("\n".join(part.files).encode())
+            prompt = len(sub.prompt.replace("{files}", " ".join(part.files)).encode())
+            for what, size, key in (("prompt", prompt, "prompt"), ("file list", listed, "files")):
+                if size > MAX_HANDED_BYTES:
+                    self.problems.at_key(
+                        ("subtasks", i, key if key in sub.model_fields_set else "id"),
+                        f"subtask '{part.id}': its {what} is {size // 1024} KiB; an agent is "
+                        f"handed at most {MAX_HANDED_BYTES // 1024} KiB of it (in a variable "
+                        "and on its command line): point it at a file of the repository, or "
+                        "split the subtask",
+                    )
+                    return
 
     def _expand(self, i: int, sub: RawSubtask) -> list[_Part]:
         at: Path = ("subtasks", i)

@@ -800,3 +800,13 @@ def test_more_subtasks_than_the_cap_are_refused_whether_written_or_split(
     with pytest.raises(PlanError) as info:
         load_plan(split, "plan.yaml", tracked_files=tracked)
     assert "the plan's splits make 4 subtasks; at most 3" in info.value.message
+
+
+def test_a_prompt_too_long_to_hand_an_agent_is_refused_at_validate() -> None:
+    # exec refuses any one variable or argument over 128 KiB: every attempt would fail
+    text = HEAD + "subtasks:\n  - id: a\n    prompt: '" + "x" * 70_000 + "'\n"
+    assert only_problem(text) == (
+        "plan.yaml:6:5: subtask 'a': its prompt is 68 KiB; an agent is handed at most 64 KiB "
+        "of it (in a variable and on its command line): point it at a file of the "
+        "repository, or split the subtask"
+    )
