@@ -19,7 +19,6 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
-from orchestrator.git.refs import branch_exists_sync
 from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.git.spare_setting import spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
@@ -138,11 +137,24 @@ def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -
 
 
 def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: str) -> None:
-    if branch_exists_sync(paths.toplevel, integration):
-        raise UsageError(
-            f"{checked.path}: integration branch '{integration}' already exists; delete it or "
-            "name another in the plan"
-        )
+    """The integration branch must be new, and git must be able to make it: refs are
+    paths, so `kairo/x` cannot be made while a branch `kairo` exists, nor `kairo` while
+    `kairo/x` does."""
+    listed = git_sync(
+        "for-each-ref", "--format=%(refname:short)", "refs/heads/", cwd=paths.toplevel
+    )
+    for branch in listed.stdout.splitlines():
+        if branch == integration:
+            raise UsageError(
+                f"{checked.path}: integration branch '{integration}' already exists; delete "
+                "it or name another in the plan"
+            )
+        if integration.startswith(f"{branch}/") or branch.startswith(f"{integration}/"):
+            raise UsageError(
+                f"{checked.path}: integration branch '{integration}' cannot be made beside "
+                f"the branch '{branch}' (git keeps branches as paths, and one would be the "
+                "other's folder); name another in the plan"
+            )
 
 
 def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:

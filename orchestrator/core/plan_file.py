@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from orchestrator.core.branch_names import branch_name_problem
 from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.ids import ID_PATTERN
@@ -53,6 +54,18 @@ def _plan_id(value: str) -> str:
             "must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', "
             "starting with a letter or digit",
         )
+    if branch_name_problem(value) is not None:  # it names branches: `a..b`, `a.lock`
+        raise PydanticCustomError(
+            "plan_id", "may not hold '..' nor end with '.lock' or '.': it names git branches"
+        )
+    return value
+
+
+def _branch(value: str) -> str:
+    _non_blank(value)
+    problem = branch_name_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("plan_branch", problem)
     return value
 
 
@@ -289,7 +302,7 @@ class RawPlan(_Raw):
     version: Annotated[int, AfterValidator(_version)]
     name: Id
     base: Text = "HEAD"
-    integration_branch: Text | None = None
+    integration_branch: Annotated[str, AfterValidator(_branch)] | None = None
     max_parallel: Annotated[int, Field(ge=1), _at_most(MAX_PARALLEL)] = 4
     merge_order: MergeOrder = "plan"
     worktree_root: Annotated[str, AfterValidator(_outside_tree)] | None = None

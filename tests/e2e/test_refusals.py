@@ -88,6 +88,18 @@ BAD_PLANS = {
         "version: 1\nname: p\n" + GOOD_AGENT + "subtasks: " + "[" * 500 + "]" * 500 + "\n",
         "nested more than 64 deep",
     ),
+    "integration branch git refuses": (
+        "version: 1\nname: p\nintegration_branch: 'a b'\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "plan.yaml:3:21: integration_branch holds a space, which git allows in no branch name",
+    ),
+    "integration branch in a branch's way": (
+        "version: 1\nname: p\nintegration_branch: main/x\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "integration branch 'main/x' cannot be made beside the branch 'main'",
+    ),
+    "plan name git refuses": (
+        "version: 1\nname: a..b\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
+        "plan.yaml:2:7: name may not hold '..' nor end with '.lock' or '.'",
+    ),
     "existing integration branch": (
         "version: 1\nname: p\nintegration_branch: main\n" + GOOD_AGENT + "subtasks:\n  - id: a\n",
         "already exists",
