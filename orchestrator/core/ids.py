@@ -47,7 +47,12 @@ def wake_channel(execution_id: str, subtask_id: str, attempt: int) -> str:
     One per attempt: tmux remembers a single signal sent while nobody waits, and a second
     one on the same channel clears it, so a shared channel loses wake-ups.
     """
-    return f"kairo-wake-{execution_id.lower()}-{subtask_id}-{attempt}"
+    return f"{wake_channel_prefix(execution_id)}{subtask_id}-{attempt}"
+
+
+def wake_channel_prefix(execution_id: str) -> str:
+    """What every wake channel of the execution starts with."""
+    return f"kairo-wake-{execution_id.lower()}-"
 
 
 def live_view_channel(execution_id: str) -> str:

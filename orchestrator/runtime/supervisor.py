@@ -21,7 +21,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide
-from orchestrator.core.ids import live_view_channel
+from orchestrator.core.ids import live_view_channel, wake_channel_prefix
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
@@ -73,6 +73,8 @@ async def supervise(
         constraints = load_constraints()
         await journal.append([started])
         if resumed:
+            # The `wait-for` clients a killed supervisor left, one per agent it awaited.
+            await _release_stale_waiters(edges.tmux, journal.execution_id)
             await journal.append(
                 await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
             )
@@ -81,6 +83,16 @@ async def supervise(
             source = "kairo-orch stop --now" if stop == "now" else "kairo-orch stop"
             await journal.append([ev.StopRequested(mode=stop, source=source, at=time.time())])
         return await _loop(journal, edges, signals, constraints)
+
+
+async def _release_stale_waiters(tmux: TmuxServer, execution_id: str) -> None:
+    try:
+        woken = await tmux.release_waiters(wake_channel_prefix(execution_id))
+    except KairoError as error:  # no tmux server: no client waits on it either
+        log.debug("waiters_not_released", error=error.message)
+        return
+    if woken:
+        log.info("stale_waiters_released", channels=woken)
 
 
 async def _loop(

@@ -298,6 +298,17 @@ class TmuxServer:
 
         await self._run(["wait-for", channel], deliver_cancel=release)
 
+    async def release_waiters(self, channel_prefix: str) -> int:
+        """Wake the `wait-for` clients left on channels starting with `channel_prefix` (a
+        supervisor killed with -9 leaves its clients waiting until each channel is
+        signalled, one per running agent); return how many channels were woken. Signalled,
+        not killed: tmux would keep a killed client's wait, which swallows the next real
+        signal on its channel."""
+        channels = await trio.to_thread.run_sync(_waited_channels, channel_prefix)
+        for channel in channels:
+            await self.signal(channel)
+        return len(channels)
+
     async def signal(self, channel: str) -> None:
         """Wake every waiter on `channel`, or the next one if nobody waits."""
         await self._run(["wait-for", "-S", channel])
@@ -375,3 +386,23 @@ def _process_alive(pid: int) -> bool:
             return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return True
+
+
+def _waited_channels(prefix: str) -> set[str]:
+    """The channels starting with `prefix` that some `tmux ... wait-for CHANNEL` process of
+    this user waits on (none, of course, of the caller's own, which has not begun)."""
+    found = set()
+    me = os.getuid()
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            if proc.stat().st_uid != me:
+                continue
+            with open(os.path.join(proc.path, "cmdline"), "rb") as f:  # noqa: PTH118
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"wait-for" in argv[:-2] and argv[-2:-1] and argv[-2].startswith(prefix.encode()):
+            found.add(argv[-2].decode(errors="replace"))
+    return found

@@ -345,3 +345,37 @@ def test_start_offers_the_interrupted_execution_even_if_the_plan_file_can_no_lon
 
     assert again.returncode == 4, again.stderr  # `resume` runs the plan its log holds
     assert f"kairo-orch resume {execution_id[-6:].lower()}" in again.stderr
+
+
+def waiters(execution_id: str) -> list[int]:
+    """The `tmux wait-for` clients waiting on the execution's wake channels."""
+    prefix = f"kairo-wake-{execution_id.lower()}-".encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"wait-for" in argv and b"-S" not in argv and argv[-2].startswith(prefix):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_a_resumed_supervisor_releases_the_waiters_a_killed_one_left(kairo: Kairo) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: waiters\nagent: {kind: shell, run: 'sleep 6; echo x > x.txt'}\n"
+        "subtasks:\n  - id: a\n  - id: b\n  - id: c\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    status = kairo.json("status")
+    execution = status["execution_id"]
+    wait_for(lambda: len(waiters(execution)) == 3)
+    os.kill(status["supervisor_pid"], signal.SIGKILL)
+    time.sleep(0.3)
+    assert len(waiters(execution)) == 3  # left behind, one per agent
+
+    assert kairo.run("resume", "--detach").returncode == 0
+    wait_for(lambda: kairo.json("status")["status"] == "RUNNING")
+    time.sleep(1.0)
+    assert len(waiters(execution)) == 3  # the new supervisor's own, and no more
+    assert kairo.run("stop", "--now", "--wait").returncode in (0, 1)
