@@ -144,15 +144,23 @@ class _Copy:
         self.count += 1
         if self.count > MAX_VALUES:
             self.too_many()
-        if isinstance(node, str) and "\0" in node:
+        if isinstance(node, str) and ("\0" in node or not _encodable(node)):
             pos = self.values.get(path, START)
-            raise PlanError(
-                [
-                    f"{self.filename}:{pos.line}:{pos.col}: a value holds a NUL character "
-                    "(\\0), which no command line, file name or variable can hold"
-                ]
+            what = (
+                "a NUL character (\\0), which no command line, file name or variable can hold"
+                if "\0" in node
+                else "a lone UTF-16 surrogate (a \\ud800-\\udfff escape), which is no character"
             )
+            raise PlanError([f"{self.filename}:{pos.line}:{pos.col}: a value holds {what}"])
         return _plain(node, path, self.values, self.keys, self.plain)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _plain(
@@ -172,7 +180,7 @@ def _plain(
                 values[sub] = Pos(line + 1, col + 1)
             except (KeyError, TypeError):
                 pass
-            if "\0" in key:
+            if "\0" in key or not _encodable(key):
                 plain(key, sub)  # says where
             result[key] = plain(child, sub)
         return result

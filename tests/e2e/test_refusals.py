@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+from tests.core.test_plan_fuzz import plan_texts
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = pytest.mark.slow
@@ -362,3 +364,14 @@ def test_two_starts_of_one_plan_at_the_same_instant_run_it_once(kairo: Kairo, re
         assert [code for code, _ in outcomes] == [0, 4], outcomes
         assert f"of plan twice-{round_} is RUNNING" in outcomes[1][1]
     assert len(kairo.json("list")) == 3
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=plan_texts())
+def test_a_sample_of_fuzzed_plans_through_the_real_command(kairo: Kairo, text: str) -> None:
+    # The in-process campaign (tests/core/test_plan_fuzz.py), a dozen through `validate` as
+    # a user runs it: one of the documented exits, one sentence, never a traceback.
+    plan = kairo.write_plan(text, "fuzzed.yaml")
+    done = kairo.run("validate", str(plan), timeout=30)
+    assert done.returncode in (0, 2, 5), done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
