@@ -291,7 +291,7 @@ def test_an_agent_setting_that_names_an_unset_variable_is_refused_with_exit_5(
     for command in ("validate", "start"):
         done = kairo.run(command, str(plan))
         assert done.returncode == 5, done.stderr
-        assert "names ${KAIRO_TEST_UNSET_VARIABLE}, which is not set" in done.stderr
+        assert "name the variable KAIRO_TEST_UNSET_VARIABLE, which is not set" in done.stderr
     assert_nothing_created(kairo, repo)
 
 
