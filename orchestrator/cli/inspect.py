@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from orchestrator.cli import render
-from orchestrator.cli.context import NoExecutionYet, open_workspace
+from orchestrator.cli.context import NoExecutionYet, open_workspace, repository_at
 from orchestrator.cli.options import common_options
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.git.spare_pools import spares_kept
+from orchestrator.git.spare_setting import spare_bytes
 
 
 @click.command()
@@ -53,8 +56,16 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
             )
     if as_json:
         click.echo(json.dumps(items, indent=2))
-    else:
-        render.executions(items)
+        return
+    render.executions(items)
+    paths = repository_at(repo)
+    count, size = spares_kept(paths.toplevel, paths.git_common_dir)
+    if count:  # what the disk holds for the next run, and how to have it back
+        click.echo(
+            f"{count} spare worktree{'' if count == 1 else 's'} kept for reuse, "
+            f"{size / 1024**2:,.0f} MiB (at most {spare_bytes(os.environ) / 1024**3:g} GiB a "
+            "root: KAIRO_SPARE_DISK); `kairo-orch clean --spares` removes them"
+        )
 
 
 @click.command()

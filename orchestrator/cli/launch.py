@@ -16,7 +16,7 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem
-from orchestrator.git.spare_setting import spares_to_keep
+from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.runtime.ownership import claim, owner_alive, owner_token
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (
@@ -50,6 +50,7 @@ def launch(
     session (a terminal, no `detach`) or return. `supervised` is called once the
     supervisor runs (or failed to)."""
     spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
+    spare_bytes(os.environ)  # likewise KAIRO_SPARE_DISK
     if resume and not verified:
         ws.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
     row = claim(

@@ -20,7 +20,7 @@ from orchestrator.core.ids import default_integration_branch, short_id, tmux_ses
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.repo import RepoPaths, git_sync
-from orchestrator.git.spare_setting import spares_to_keep
+from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
 from orchestrator.runtime.supervisor_process import PendingSupervisor
 from orchestrator.store import default_store_path
@@ -42,6 +42,7 @@ def start_execution(
     paths = repository_at(repo)
     tmux_version()  # refuse before anything is created, not once agents start
     spares_to_keep(os.environ)  # likewise: the supervisor reads it too
+    spare_bytes(os.environ)
     checked = read_plan(plan, paths)
     # An interrupted execution of this plan is offered before the plan file's own checks
     # (its program, its worktree_root, its branch): `resume` goes on with the plan its log

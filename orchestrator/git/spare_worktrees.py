@@ -47,10 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -59,44 +57,23 @@ import trio
 
 from orchestrator.errors import StepFailed
 from orchestrator.git.repo import git
-
-POOL = ".spares"
-_NEW = ".new"  # a worktree being added, not yet a spare (workspace.py's neutral names)
-
-
-def spare_pool(worktree: Path, git_common_dir: Path) -> Path:
-    """The pool of the repository at `git_common_dir` in the root that holds `worktree`
-    (laid out as `<root>/<execution>/<name>`)."""
-    digest = hashlib.sha256(os.fsencode(git_common_dir)).hexdigest()[:8]
-    return worktree.parent.parent / POOL / f"{git_common_dir.parent.name}-{digest}"
-
-
-def legacy_pool(git_common_dir: Path) -> Path:
-    """Where kairo-orch kept every spare while worktrees lived in the git directory."""
-    return git_common_dir / "kairo" / "spare-worktrees"
+from orchestrator.git.spare_pools import (
+    administrative_directory,
+    count_spares,
+    forget_size,
+    is_locked,
+    make_pool,
+    pool_bytes,
+    pool_place,
+    read_path,
+    remove_if_empty,
+    spares_in,
+    write_size,
+)
 
 
 def move_journal(git_common_dir: Path) -> Path:
     return git_common_dir / "kairo" / "worktree-move"
-
-
-def _spares(pool: Path, *, adding: bool = False) -> list[Path]:
-    """The spares in `pool`; with `adding`, the worktrees being added there as well."""
-    try:
-        entries = [entry for entry in pool.iterdir() if entry.is_dir()]
-    except FileNotFoundError:
-        return []
-    return sorted(entry for entry in entries if adding or entry.suffix != _NEW)
-
-
-def has_spares(pool: Path) -> bool:
-    return bool(_spares(pool))
-
-
-def count_spares(pool: Path) -> int:
-    """The spares that count towards those kept: not one a user locked since it was put
-    aside, which is theirs until they unlock it (it is neither taken nor removed)."""
-    return sum(1 for spare in _spares(pool) if not _locked(spare))
 
 
 def _same_file_system(a: Path, b: Path) -> bool:
@@ -115,7 +92,9 @@ async def take_spare(repo_root: Path, journal: Path, pool: Path, path: Path) -> 
             await move_worktree(repo_root, journal, spare, path)
         except StepFailed:
             await git("worktree", "remove", "--force", "--", str(spare), cwd=repo_root, check=False)
+            await trio.to_thread.run_sync(forget_size, spare)
             continue
+        await trio.to_thread.run_sync(forget_size, spare)
         return True
     return False
 
@@ -128,12 +107,7 @@ def _spares_for(pool: Path, path: Path) -> list[Path]:
     _remove_empty_directory(path)
     if not _same_file_system(pool, path.parent):
         return []
-    return [spare for spare in _spares(pool) if not _locked(spare)]
-
-
-def _locked(worktree: Path) -> bool:
-    admin = _administrative_directory(worktree)
-    return admin is not None and (admin / "locked").exists()
+    return [spare for spare in spares_in(pool) if not is_locked(spare)]
 
 
 async def switch_spare(path: Path, branch: str, *, create_at: str | None = None) -> None:
@@ -180,31 +154,30 @@ _NOT_PLAIN = (
 def _plain_administrative_directory(path: Path) -> bool:
     """Whether the worktree's own directory under .git/worktrees/ holds none of the state
     a switch would carry over to the next agent."""
-    admin = _administrative_directory(path)
+    admin = administrative_directory(path)
     return admin is not None and not any((admin / name).exists() for name in _NOT_PLAIN)
 
 
-async def put_aside(repo_root: Path, journal: Path, pool: Path, path: Path, *, kept: int) -> bool:
-    """Move a detached worktree at `path` into `pool`; False (and `path` untouched) when
-    there are `kept` spares there already or git will not move it."""
+async def put_aside(
+    repo_root: Path, journal: Path, pool: Path, path: Path, *, kept: int, size: int, budget: int
+) -> bool:
+    """Move a detached worktree at `path` (of `size` bytes on disk) into `pool`; False (and
+    `path` untouched) when there are `kept` spares there already, they would take more
+    than `budget` bytes with it, or git will not move it."""
     made = await trio.to_thread.run_sync(make_pool, pool)
     if not made or await trio.to_thread.run_sync(count_spares, pool) >= kept:
         return False
+    if await trio.to_thread.run_sync(pool_bytes, pool) + size > budget:
+        return False
     if not await trio.to_thread.run_sync(_same_file_system, pool, path):
         return False
+    spare = pool_place(pool)
     try:
-        await move_worktree(repo_root, journal, path, pool_place(pool))
+        await move_worktree(repo_root, journal, path, spare)
     except StepFailed:
         return False
+    await trio.to_thread.run_sync(write_size, spare, size)
     return True
-
-
-def pool_place(pool: Path, *, new: bool = False) -> Path:
-    """A new name in `pool`, which says nothing of the subtasks the worktree will serve:
-    git names a worktree's administrative directory after the directory it is added at,
-    and agents see that name (Aider prints it). `new`: for a worktree being added, which
-    no create takes for a spare, even one a crash left there."""
-    return pool / (uuid.uuid4().hex[:12] + (_NEW if new else ""))
 
 
 async def move_worktree(repo_root: Path, journal: Path, source: Path, target: Path) -> None:
@@ -250,31 +223,16 @@ def _record_pointing_back(worktree: Path) -> Path | None:
     one that may be moved by hand: its `.git` file and that record name each other by
     absolute paths (a relative one is git 2.48's `worktree.useRelativePaths`), and it is
     not locked and holds no submodule's repository (git refuses to move either)."""
-    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
+    pointer = read_path(worktree / ".git", prefix=b"gitdir: ")
     if pointer is None or not pointer.is_absolute():
         return None
     if (pointer / "locked").exists() or (pointer / "modules").exists():
         return None
     record = pointer / "gitdir"
-    recorded = _read_path(record)
+    recorded = read_path(record)
     if recorded is None or not recorded.is_absolute():
         return None
     return record if recorded.resolve() == (worktree / ".git").resolve() else None
-
-
-def _administrative_directory(worktree: Path) -> Path | None:
-    """The directory under `.git/worktrees/` that the worktree's `.git` file names."""
-    pointer = _read_path(worktree / ".git", prefix=b"gitdir: ")
-    return None if pointer is None else (worktree / pointer).resolve()
-
-
-def _read_path(file: Path, *, prefix: bytes = b"") -> Path | None:
-    """The path `file` holds after `prefix`, as written, in the file system's own bytes."""
-    try:
-        text = file.read_bytes().rstrip(b"\n")
-    except OSError:
-        return None
-    return Path(os.fsdecode(text.removeprefix(prefix))) if text.startswith(prefix) else None
 
 
 async def finish_interrupted_move(repo_root: Path, journal: Path) -> None:
@@ -314,28 +272,20 @@ class SparesRemoved(NamedTuple):
     locked: list[Path]  # left: a user locked them (`git worktree unlock` lets them go)
 
 
-def pools_of(worktrees: Iterable[Path], git_common_dir: Path) -> list[Path]:
-    """The pools that hold some of `worktrees` (git's list of one repository's): in each
-    root it used, and the old one."""
-    legacy = legacy_pool(git_common_dir)
-    return sorted(
-        {w.parent for w in worktrees if w.parent.parent.name == POOL or w.parent == legacy}
-    )
-
-
 async def remove_spares(repo_root: Path, pools: Iterable[Path]) -> SparesRemoved:
     """Remove every spare of `pools` git still knows as a worktree, but those a user
     locked, and any a crash left half-added; a pool left empty goes too, and its root
     if it was the last thing there."""
-    removed, locked = [], []
+    removed: list[Path] = []
+    locked: list[Path] = []
     pools = list(pools)
     spares = [
         spare
         for pool in pools
-        for spare in await trio.to_thread.run_sync(functools.partial(_spares, pool, adding=True))
+        for spare in await trio.to_thread.run_sync(functools.partial(spares_in, pool, adding=True))
     ]
     for spare in spares:
-        if await trio.to_thread.run_sync(_locked, spare):
+        if await trio.to_thread.run_sync(is_locked, spare):
             locked.append(spare)
             continue
         done = await git(
@@ -343,28 +293,12 @@ async def remove_spares(repo_root: Path, pools: Iterable[Path]) -> SparesRemoved
         )
         if done.returncode == 0:
             removed.append(spare)
+            await trio.to_thread.run_sync(forget_size, spare)
     for pool in pools:
-        await trio.to_thread.run_sync(_remove_if_empty, pool)
+        await trio.to_thread.run_sync(remove_if_empty, pool)
     return SparesRemoved(removed, locked)
-
-
-def _remove_if_empty(pool: Path) -> None:
-    """The pool, and `.spares` and the worktree root if it was the last thing in them."""
-    for directory in (pool, pool.parent, pool.parent.parent):
-        try:
-            directory.rmdir()
-        except OSError:
-            return
 
 
 def _remove_empty_directory(path: Path) -> None:
     if path.is_dir():
         path.rmdir()  # fails on one that is not empty, which prepare_target refused
-
-
-def make_pool(pool: Path) -> bool:
-    try:
-        pool.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return True

@@ -22,21 +22,24 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import RepoPaths, discover_repo, error_context, git
-from orchestrator.git.spare_setting import spares_to_keep
-from orchestrator.git.spare_worktrees import (
-    SparesRemoved,
+from orchestrator.git.spare_pools import (
     count_spares,
-    detach_if_plain,
-    finish_interrupted_move,
+    disk_usage,
     has_spares,
     make_pool,
-    move_journal,
-    move_worktree,
     pool_place,
     pools_of,
+    spare_pool,
+)
+from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
+from orchestrator.git.spare_worktrees import (
+    SparesRemoved,
+    detach_if_plain,
+    finish_interrupted_move,
+    move_journal,
+    move_worktree,
     put_aside,
     remove_spares,
-    spare_pool,
     switch_spare,
     take_spare,
 )
@@ -105,6 +108,7 @@ class LocalWorktreeProvider:
         *,
         lock: WorktreeLock | None = None,
         spares_kept: int | None = None,
+        spare_budget: int | None = None,
     ) -> None:
         paths = repo if isinstance(repo, RepoPaths) else discover_repo(repo)
         self.repo_root = paths.toplevel
@@ -112,6 +116,7 @@ class LocalWorktreeProvider:
         self._lock = lock or WorktreeLock.for_repository(paths.git_common_dir)
         self._journal = move_journal(paths.git_common_dir)
         self._spares_kept = spares_to_keep(os.environ) if spares_kept is None else spares_kept
+        self._spare_budget = spare_bytes(os.environ) if spare_budget is None else spare_budget
 
     async def create(self, subtask_id: str, branch: str, base_commit: str, path: Path) -> Workspace:
         with error_context(subtask_id=subtask_id, branch=branch):
@@ -280,12 +285,20 @@ class LocalWorktreeProvider:
             return False
         if path not in await self._listed():
             return False
-        # Outside the lock: it writes only in the worktree and its own git directory.
+        # Outside the lock: it writes only in the worktree and its own git directory, and
+        # reads its files' sizes.
         if not await detach_if_plain(path):
             return False
+        size = await trio.to_thread.run_sync(disk_usage, path)
         async with self._locked():
             return await put_aside(
-                self.repo_root, self._journal, self._pool(path), path, kept=self._spares_kept
+                self.repo_root,
+                self._journal,
+                self._pool(path),
+                path,
+                kept=self._spares_kept,
+                size=size,
+                budget=self._spare_budget,
             )
 
     async def _add_worktree(

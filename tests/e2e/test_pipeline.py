@@ -239,6 +239,9 @@ def test_clean_keeps_unmerged_work_unless_forced(kairo: Kairo, repo: Path) -> No
     listed = git(repo, "worktree", "list", "--porcelain")
     spares = [line[9:] for line in listed.splitlines() if "/.spares/" in line]
     assert spares
+    shown = kairo.run("list").stdout  # what they hold on the disk, and how to have it back
+    assert f"{len(spares)} spare worktrees kept for reuse, " in shown
+    assert "`kairo-orch clean --spares` removes them" in shown
     git(repo, "worktree", "lock", spares[0])  # the user's: left, and said so
     emptied = kairo.run("clean", "--spares")
     assert emptied.returncode == 0, emptied.stderr

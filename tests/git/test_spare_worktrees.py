@@ -14,8 +14,8 @@ from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git import spare_worktrees
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import git
-from orchestrator.git.spare_setting import SPARES_KEPT, spares_to_keep
-from orchestrator.git.spare_worktrees import spare_pool
+from orchestrator.git.spare_pools import pool_bytes, spare_pool
+from orchestrator.git.spare_setting import SPARES_KEPT, spare_bytes, spares_to_keep
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.git.conftest import GitCommands, run, write
 
@@ -27,7 +27,8 @@ def pool(repo: Path, root: Path | None = None) -> Path:
 
 
 def spares(repo: Path) -> list[Path]:
-    return sorted(pool(repo).iterdir()) if pool(repo).is_dir() else []
+    """The spares (directories; beside each, a file of its size)."""
+    return sorted(p for p in pool(repo).iterdir() if p.is_dir()) if pool(repo).is_dir() else []
 
 
 def listed(repo: Path) -> list[str]:
@@ -397,11 +398,12 @@ async def test_each_worktree_root_keeps_a_pool_of_its_own(repo: Path, tmp_path: 
     elsewhere = tmp_path / "other-root" / "01exec"
     made = await provider.create("s1", "kairo/s1", "main", elsewhere / "s1")
     await provider.release(made.path)
-    assert len(list(pool(repo, tmp_path / "other-root").iterdir())) == 1
+    other = pool(repo, tmp_path / "other-root")
+    assert len([p for p in other.iterdir() if p.is_dir()]) == 1
 
     await provider.create("s2", "kairo/s2", "main", tmp_path / "worktrees" / "01exec" / "s2")
 
-    assert len(list(pool(repo, tmp_path / "other-root").iterdir())) == 1  # not taken from there
+    assert len([p for p in other.iterdir() if p.is_dir()]) == 1  # not taken from there
 
 
 async def test_repositories_sharing_a_worktree_root_never_share_a_spare(
@@ -439,3 +441,32 @@ async def test_clean_of_the_spares_empties_every_pool_the_old_one_too(
 
     assert (len(removed), locked) == (3, []) and listed(repo) == [str(repo)]
     assert not (tmp_path / "worktrees").exists() and not (tmp_path / "other-root").exists()
+
+
+async def test_spares_are_kept_only_while_they_fit_the_disk_budget(
+    repo: Path, worktree_root: Path
+) -> None:
+    provider = LocalWorktreeProvider(repo, spare_budget=1024 * 1024)
+    small = await provider.create("small", "kairo/small", "main", worktree_root / "small")
+    big = await provider.create("big", "kairo/big", "main", worktree_root / "big")
+    write(big.path / "build" / "cache.bin", "x" * (2 * 1024 * 1024))  # ignored: goes with it
+
+    await provider.release(big.path)  # 2 MB: past the budget, removed
+    await provider.release(small.path)  # kept, its size written beside it
+
+    assert len(spares(repo)) == 1  # the small one
+    assert not big.path.exists() and str(big.path) not in listed(repo)
+    assert 0 < pool_bytes(pool(repo)) < 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", 2 * 1024**3), ("0", 0), ("500M", 500 * 1024**2), ("2g", 2 * 1024**3), ("1GB", 1024**3)],
+)
+def test_the_spares_disk_budget_is_a_setting(text: str, expected: int) -> None:
+    assert spare_bytes({"KAIRO_SPARE_DISK": text}) == expected
+
+
+def test_a_disk_budget_that_is_none_is_refused() -> None:
+    with pytest.raises(UsageError, match="KAIRO_SPARE_DISK must be how much disk"):
+        spare_bytes({"KAIRO_SPARE_DISK": "lots"})
