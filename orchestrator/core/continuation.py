@@ -184,6 +184,16 @@ def refusals_in_words(attempt: AttemptView) -> list[str]:
     return said
 
 
+def _submodules(attempt: AttemptView) -> str:
+    if not attempt.in_submodules:
+        return ""
+    paths = ", ".join(attempt.in_submodules)
+    return (
+        f"\n\nThe files you wrote inside {paths} (a submodule: another repository, not "
+        "checked out here) are no change of this one: make the change outside submodules.\n"
+    )
+
+
 def _refused(attempt: AttemptView) -> str:
     refused = refusals_in_words(attempt)
     if not refused:
@@ -202,7 +212,11 @@ def no_changes(
     if attempt.changed or attempt.after_changes or spec.allow_empty:
         return None
     again = previous is not None and (previous.reason or "").startswith("no_changes")
-    refused = refusals_in_words(attempt)
+    refused = refusals_in_words(attempt) + [
+        f"what it wrote inside the submodule {path} is no change of this repository's "
+        "(kairo-orch commits no submodule)"
+        for path in attempt.in_submodules
+    ]
     if again and previous is not None:  # either attempt's refusals explain the nothing
         refused = list(dict.fromkeys(refusals_in_words(previous) + refused))
     why = ""
@@ -221,7 +235,7 @@ def no_changes(
         feedback=(
             f"Attempt {attempt.number} exited 0 but changed no file in the worktree "
             f"({attempt.start_commit[:12]} is still the head), so the task is not done. "
-            "Make the change the prompt asks for." + _refused(attempt)
+            "Make the change the prompt asks for." + _refused(attempt) + _submodules(attempt)
         ),
     )
 

@@ -163,6 +163,7 @@ class AttemptCommitted(_Event):
     files_changed: int = 0
     tree: str = ""  # of head_commit: two attempts that leave the same tree made no progress
     recovery_ref: str | None = None  # a stopped attempt's work, saved instead of committed
+    in_submodules: tuple[str, ...] = ()  # submodules it wrote into, which no commit records
 
 
 class AttemptJudged(_Event):

@@ -112,12 +112,18 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
         "api_status": attempt.api_status,
         "api_error": api_failure(attempt),
         "refusals": refusals_in_words(attempt),
+        "in_submodules": list(attempt.in_submodules),
         "resumed_session": attempt.resumed_session,
     }
 
 
 def _eventful(attempt: dict[str, Any]) -> bool:
-    return bool(attempt["accepted"] is False or attempt["api_retries"] or attempt["refusals"])
+    return bool(
+        attempt["accepted"] is False
+        or attempt["api_retries"]
+        or attempt["refusals"]
+        or attempt["in_submodules"]
+    )
 
 
 def _output_tail(view: SubtaskView) -> str:
@@ -230,6 +236,11 @@ def _went_through(attempt: dict[str, Any]) -> str:
     elif attempt["api_retries"]:
         said.append(f"its program retried the API {attempt['api_retries']} time(s)")
     said += [r for r in attempt["refusals"] if r not in (attempt["reason"] or "")]
+    said += [
+        f"it wrote inside the submodule {path}, which no commit records"
+        for path in attempt["in_submodules"]
+        if path not in (attempt["reason"] or "")
+    ]
     return "; ".join(said)
 
 

@@ -159,6 +159,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 changed=event.changed,
                 tree=event.tree,
                 recovery_ref=event.recovery_ref,
+                in_submodules=event.in_submodules,
             )
             return _update(state, sid, head_commit=head)
         case ev.VerifyFinished(subtask_id=sid):

@@ -61,6 +61,7 @@ class AttemptView:
     summary: str = ""
     head_commit: str | None = None
     changed: bool | None = None
+    in_submodules: tuple[str, ...] = ()  # it wrote there, and no commit records it
     verify_exit_code: int | None = None
     verify_output_tail: str = ""
     accepted: bool | None = None

@@ -7,6 +7,7 @@ its execution, subtask and attempt. Commits the agent made itself stay as they a
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class CommitOutcome:
     changed: bool
     #: Files that differ between `start_commit` and `head_commit` (a rename counts once).
     files_changed: int
+    #: Submodules (their paths) the agent wrote files into, which no commit here records.
+    in_submodules: tuple[str, ...] = ()
 
 
 def commit_message(message: str, trailers: Mapping[str, str]) -> str:
@@ -93,7 +96,29 @@ async def commit_all(
     head = await rev_parse(worktree, "HEAD")
     start = await rev_parse(worktree, start_commit)
     files = 0 if head == start else (await diffstat(worktree, start, head)).files
-    return CommitOutcome(head_commit=head, changed=head != start, files_changed=files)
+    written = await trio.to_thread.run_sync(written_submodules, worktree)
+    return CommitOutcome(head, head != start, files, written)
+
+
+def written_submodules(worktree: Path) -> tuple[str, ...]:
+    """The submodules of `.gitmodules` whose directory holds files in `worktree`.
+
+    A worktree's submodules are not checked out (`git worktree add` does not), and git
+    sees nothing written into their empty directories: an agent that edits there changes
+    nothing of the branch, and must be told so rather than that it "changed no file"."""
+    try:
+        text = (worktree / ".gitmodules").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    written = []
+    for path in re.findall(r"^\s*path\s*=\s*(.+?)\s*$", text, flags=re.MULTILINE):
+        directory = worktree / path
+        if not directory.resolve().is_relative_to(worktree.resolve()):
+            continue  # not ours to look into
+        with contextlib.suppress(OSError):
+            if any(entry.name != ".git" for entry in directory.iterdir()):
+                written.append(path)
+    return tuple(written)
 
 
 async def _require_committable(worktree: Path, expected_branch: str | None) -> None:

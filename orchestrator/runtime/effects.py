@@ -291,6 +291,7 @@ async def _commit_attempt(
             changed=outcome.changed,
             files_changed=outcome.files_changed,
             tree=await tree_of(Path(view.worktree), outcome.head_commit),
+            in_submodules=outcome.in_submodules,
         )
     ]
 

@@ -435,3 +435,29 @@ def test_a_moved_repository_keeps_its_executions_in_its_own_store(kairo: Kairo, 
         assert there.json("status")["execution_id"] == execution_id
     finally:
         moved.rename(repo)  # for the fixture's own clean-up
+
+
+def test_an_agent_that_writes_only_inside_a_submodule_is_told_so(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib"
+    git(tmp_path, "init", "-q", str(lib))
+    git(
+        lib, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "l"
+    )
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    git(repo, "commit", "-q", "-m", "a submodule")
+    plan = kairo.write_plan(
+        "version: 1\nname: sub\nagent: {kind: shell, run: 'echo x > lib/new.txt'}\n"
+        "subtasks:\n  - id: a\n"
+    )
+
+    assert kairo.run("start", str(plan), "--wait").returncode == 1
+
+    view = kairo.json("status")["subtasks"][0]
+    assert view["reason"] == (
+        "no_changes: attempts 1 and 2 changed nothing: what it wrote inside the submodule lib "
+        "is no change of this repository's (kairo-orch commits no submodule)"
+    )
+    report = kairo.run("report", "--markdown").stdout
+    assert "what it wrote inside the submodule lib" in report
