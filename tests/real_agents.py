@@ -71,6 +71,18 @@ def missing_reason(program: Program) -> str:
     )
 
 
+def installed(program: Program) -> Path:
+    """The program's binary, for a test that runs it: skipped where it is not installed,
+    failed in CI (KAIRO_TEST_REQUIRE_AGENTS=1), where it must be."""
+    import pytest  # here: `python -m tests.real_agents install` runs without it
+
+    if not program.installed:
+        if required():
+            pytest.fail(missing_reason(program))
+        pytest.skip(missing_reason(program))
+    return program.binary
+
+
 def install(program: Program) -> str | None:
     """Install `program` unless it is; None when done, else why it could not be. The stamp
     is written last: a half-done install (a kill, a full disk) is started over."""

@@ -24,7 +24,7 @@ from agents.usage import resume_point, resumed
 from orchestrator.core.plan import AgentSpec
 from tests.agents.conftest import Attempts, Run
 from tests.model_server import Reply, Rule, Script, Usage, bash, edit, read, serve
-from tests.real_agents import AIDER, CLAUDE, CODEX, Program, missing_reason, required
+from tests.real_agents import AIDER, CLAUDE, CODEX, installed
 
 pytestmark = pytest.mark.slow
 
@@ -41,22 +41,14 @@ CODEX_CALL = Usage(input_tokens=500, output_tokens=30, cache_read_input_tokens=1
 HELLO = "Hello from the scripted model."
 
 
-def binary(program: Program) -> Path:
-    if not program.installed:
-        if required():
-            pytest.fail(missing_reason(program))
-        pytest.skip(missing_reason(program))
-    return program.binary
-
-
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    return binary(CLAUDE)
+    return installed(CLAUDE)
 
 
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
-    return binary(CODEX)
+    return installed(CODEX)
 
 
 def real(binary: Path, **keys: object) -> AgentSpec:
@@ -340,7 +332,7 @@ def test_real_codex_thread_counts_each_run_once_and_resumes_writable(
 
 @pytest.fixture(scope="session")
 def aider_bin() -> Path:
-    return binary(AIDER)
+    return installed(AIDER)
 
 
 def test_aider_without_credentials_exits_0_and_leaves_the_worktree_alone(

@@ -21,7 +21,7 @@ from tests.e2e import python_project as shop
 from tests.e2e.conftest import Kairo, git
 from tests.e2e.test_recovery import wait_for
 from tests.model_server import ModelServer, Reply, Rule, Script, Usage, bash, read, serve
-from tests.real_agents import AIDER, CLAUDE, CODEX, Program, missing_reason, required
+from tests.real_agents import AIDER, CLAUDE, CODEX, installed
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +29,6 @@ pytestmark = pytest.mark.slow
 # million tokens: fresh input, cache writes, cache reads, output.
 OPUS_PRICES = (5.0, 6.25, 0.5, 25.0)
 FEEDBACK = "Feedback on your previous attempt"
-
-
-def installed(program: Program) -> Path:
-    if not program.installed:
-        if required():
-            pytest.fail(missing_reason(program))
-        pytest.skip(missing_reason(program))
-    return program.binary
 
 
 @pytest.fixture
