@@ -143,6 +143,9 @@ class AttemptInterrupted(_Event):
     recovery_ref: str | None
     rerun: bool
     tokens: int = 0  # what its stream had shown used, counted against the budgets
+    # What cut it short: its supervisor stopped (found by a resume), or its pane went away
+    # while its supervisor watched (the tmux server killed, the pane closed).
+    cause: Literal["supervisor", "pane"] = "supervisor"
 
 
 class SubtaskRerun(_Event):

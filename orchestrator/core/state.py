@@ -126,9 +126,14 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             if rerun:
                 return state
             saved = f"; its changes are saved on {ref}" if ref else ""
+            when = (
+                "its tmux pane went away (the tmux server killed, or the pane closed)"
+                if event.cause == "pane"
+                else "its supervisor stopped"
+            )
             reason = (
-                f"interrupted: attempt {event.attempt} was cut short when its supervisor "
-                f"stopped{saved}; `kairo-orch resume --rerun-interrupted` runs it again"
+                f"interrupted: attempt {event.attempt} was cut short when {when}{saved}; "
+                "`kairo-orch resume --rerun-interrupted` runs it again"
             )
             return _update(state, sid, state="stopped", reason=reason)
         case ev.SubtaskRerun(subtask_id=sid):

@@ -145,6 +145,9 @@ async def run_supervisor(
             tmux=tmux,
             identity=identity,
             environment=dict(os.environ),
+            open_session=functools.partial(
+                _open_session, tmux, created, execution_id, paths, store_url
+            ),
         )
         journal = Journal(store, state, owner=me, version=row.version)
         final = await supervise(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,8 @@ class Edges:
     environment: Mapping[str, str]  # of the command that started or resumed the supervisor
     #: Set once `kairo-orch stop --now` is in the log: a check under way ends at once.
     stop_now: trio.Event = field(default_factory=trio.Event)
+    #: Opens the execution's tmux session again, live view and all, where it went away.
+    open_session: Callable[[], Awaitable[None]] | None = None
 
 
 def integration_checkout(state: ExecutionState) -> Path:

@@ -6,9 +6,11 @@ what happened; none of them changes the state itself.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
+import structlog
 import trio
 
 from agents.base import AttemptContext
@@ -20,7 +22,7 @@ from orchestrator.core.constraints import token_allowance
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import StepFailed
+from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.commit import commit_all
 from orchestrator.git.history import commits_between, diffstat
 from orchestrator.git.recovery import reset_worktree, save_worktree_state
@@ -41,6 +43,9 @@ from orchestrator.runtime.recovery import interrupt, recorded_group
 from orchestrator.runtime.review import run_review_step
 from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
 from orchestrator.runtime.worktree_setup import copy_files, run_setup
+from orchestrator.tmux.server import PaneRef
+
+log = structlog.get_logger(__name__)
 
 KILL_RECORD_WAIT_S = 10.0
 
@@ -191,12 +196,7 @@ async def _open_pane(
             pass_env=state.plan.sandbox.pass_env,
         )
     )
-    pane = await edges.tmux.open_agent_pane(
-        state.created.tmux_session,
-        title=f"{sid} · running",
-        command=pane_command,
-        cwd=Path(view.worktree),
-    )
+    pane = await _open_agent_pane(edges, state, sid, pane_command, Path(view.worktree))
     return [
         ev.AttemptPaneOpened(
             subtask_id=sid,
@@ -206,6 +206,25 @@ async def _open_pane(
             resumed_session=context.resume_session,
         )
     ]
+
+
+async def _open_agent_pane(
+    edges: Edges, state: ExecutionState, sid: str, command: list[str], cwd: Path
+) -> PaneRef:
+    """A pane in the execution's session; a session that went away (its tmux server
+    killed) is opened again, live view and all, and the pane asked for once more."""
+    session = state.created.tmux_session
+    open_pane = functools.partial(
+        edges.tmux.open_agent_pane, session, title=f"{sid} · running", command=command, cwd=cwd
+    )
+    try:
+        return await open_pane()
+    except KairoError:
+        if edges.open_session is None or await edges.tmux.has_session(session):
+            raise
+    log.warning("tmux_session_reopened", session=session)
+    await edges.open_session()
+    return await open_pane()
 
 
 def _resume_point(state: ExecutionState, subtask_id: str) -> ResumePoint | None:
@@ -253,8 +272,10 @@ async def _await_attempt(
     files = attempt_files(state, command.subtask_id, command.attempt)
     channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
     record = await wait_for_exit(edges.tmux, files, channel)
-    if record is None or record.interrupted:
-        return [await interrupt(edges, state, command.subtask_id, rerun_interrupted=False)]
+    if record is None or record.interrupted:  # while we watched: its pane went, or its runner
+        return [
+            await interrupt(edges, state, command.subtask_id, rerun_interrupted=False, cause="pane")
+        ]
     usage = await trio.to_thread.run_sync(read_usage, files)
     return [exited(command.subtask_id, command.attempt, record, usage)]
 

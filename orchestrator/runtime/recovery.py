@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import structlog
 import trio
@@ -92,7 +93,12 @@ async def _reconcile_attempt(
 
 
 async def interrupt(
-    edges: Edges, state: ExecutionState, subtask_id: str, *, rerun_interrupted: bool
+    edges: Edges,
+    state: ExecutionState,
+    subtask_id: str,
+    *,
+    rerun_interrupted: bool,
+    cause: Literal["supervisor", "pane"] = "supervisor",
 ) -> ev.AttemptInterrupted:
     """Save what the cut-short attempt left, reset its worktree to the safe point."""
     view = state.subtask(subtask_id)
@@ -125,6 +131,7 @@ async def interrupt(
         recovery_ref=ref,
         rerun=rerun,
         tokens=await trio.to_thread.run_sync(_tokens_used, files),
+        cause=cause,
     )
 
 

@@ -379,3 +379,29 @@ def test_a_resumed_supervisor_releases_the_waiters_a_killed_one_left(kairo: Kair
     time.sleep(1.0)
     assert len(waiters(execution)) == 3  # the new supervisor's own, and no more
     assert kairo.run("stop", "--now", "--wait").returncode in (0, 1)
+
+
+def test_a_tmux_server_killed_under_a_live_supervisor_is_opened_again_and_it_goes_on(
+    kairo: Kairo, repo: Path
+) -> None:
+    # Its agents die with their panes: the idempotent one runs again in a new session,
+    # the other stops saying why (not "its supervisor stopped": it did not), and what had
+    # not started starts there.
+    plan = kairo.write_plan(
+        "version: 1\nname: tmux-gone\nmax_parallel: 2\n"
+        "agent: {kind: shell, run: 'sleep 3; echo x > $KAIRO_SUBTASK_ID'}\n"
+        "subtasks:\n  - id: again\n    agent: {idempotent: true}\n  - id: once\n  - id: later\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: sum(v["state"] == "running" for v in kairo.json("status")["subtasks"]) == 2)
+    time.sleep(0.5)
+    kairo.tmux("kill-server")
+
+    wait_for(lambda: kairo.json("status")["status"] != "RUNNING", 60)
+
+    views = {v["id"]: v for v in kairo.json("status")["subtasks"]}
+    assert (views["again"]["state"], views["again"]["attempts"]) == ("merged", 2)
+    assert views["later"]["state"] == "merged"
+    assert views["once"]["state"] == "stopped"
+    assert "when its tmux pane went away (the tmux server killed" in views["once"]["reason"]
+    assert kairo.tmux_sessions() == [kairo.json("status")["tmux_session"]]  # opened again
