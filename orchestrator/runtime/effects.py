@@ -212,7 +212,8 @@ async def _open_agent_pane(
     edges: Edges, state: ExecutionState, sid: str, command: list[str], cwd: Path
 ) -> PaneRef:
     """A pane in the execution's session; a session that went away (its tmux server
-    killed) is opened again, live view and all, and the pane asked for once more."""
+    killed) is opened again, live view and all, and the pane asked for once more (once
+    more too when another pane's call has just opened it again)."""
     session = state.created.tmux_session
     open_pane = functools.partial(
         edges.tmux.open_agent_pane, session, title=f"{sid} · running", command=command, cwd=cwd
@@ -220,10 +221,15 @@ async def _open_agent_pane(
     try:
         return await open_pane()
     except KairoError:
-        if edges.open_session is None or await edges.tmux.has_session(session):
+        if edges.open_session is None:
             raise
-    log.warning("tmux_session_reopened", session=session)
-    await edges.open_session()
+    if not await edges.tmux.has_session(session):
+        log.warning("tmux_session_reopened", session=session)
+        try:
+            await edges.open_session()
+        except KairoError:  # another pane's call opened it first
+            if not await edges.tmux.has_session(session):
+                raise
     return await open_pane()
 
 

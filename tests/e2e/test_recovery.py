@@ -401,7 +401,7 @@ def test_a_tmux_server_killed_under_a_live_supervisor_is_opened_again_and_it_goe
 
     views = {v["id"]: v for v in kairo.json("status")["subtasks"]}
     assert (views["again"]["state"], views["again"]["attempts"]) == ("merged", 2)
-    assert views["later"]["state"] == "merged"
-    assert views["once"]["state"] == "stopped"
+    assert views["later"]["state"] == "merged", views["later"]
+    assert views["once"]["state"] == "stopped", views["once"]
     assert "when its tmux pane went away (the tmux server killed" in views["once"]["reason"]
     assert kairo.tmux_sessions() == [kairo.json("status")["tmux_session"]]  # opened again
