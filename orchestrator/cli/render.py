@@ -33,7 +33,8 @@ _STATE_STYLE = {
 def console() -> Console:
     # Off a terminal (a pipe, a file) nothing is cut to 80 columns: ids and paths stay whole.
     probe = Console()
-    return Console(highlight=False, width=None if probe.is_terminal else 240)
+    # (A width no line reaches, not 240: a row with a long worktree path wrapped mid-path.)
+    return Console(highlight=False, width=None if probe.is_terminal else 100_000)
 
 
 def styled(word: str) -> str:
