@@ -44,6 +44,7 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
+from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
 
@@ -78,48 +79,13 @@ def decide(
         *_releases(state),
     ]
     if not commands and _all_done(state):
-        review = _review(state)
+        review = next_review_step(state)
         if isinstance(review, RunReviewStep):
             return Decision(commands=(review,))
         if review is not None:
             return Decision(events=(review,))
         return Decision(events=(ev.ExecutionEnded(status=_outcome(state)),))
     return Decision(commands=tuple(commands))
-
-
-def _review_steps(state: ExecutionState) -> list[ev.ReviewStep]:
-    """The plan's review steps, when there is something to review: not after a stop."""
-    review = state.plan.review
-    if state.stop is not None or not state.merged:
-        return []
-    steps: list[ev.ReviewStep] = ["push"] if review.push else []
-    return [*steps, "pull_request"] if review.pr_command else steps
-
-
-def _review(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep | None:
-    """The next review step, one at a time, each recorded as started before it runs."""
-    finished = {step: event for step, event in state.review.items() if event is not None}
-    for step in _review_steps(state):
-        if step in finished:
-            continue
-        if step == "pull_request" and finished.get("push", _PUSHED).exit_code != 0:
-            return ev.ReviewStepFinished(
-                step=step, exit_code=None, output_tail="not run: the push failed"
-            )
-        if step not in state.review:
-            return ev.ReviewStepStarted(step=step)
-        if state.review_cut and step == "pull_request":
-            return ev.ReviewStepFinished(
-                step=step,
-                exit_code=None,
-                output_tail="not run again: the supervisor stopped while it ran, and a "
-                "second run could open a second pull request; check whether it opened one",
-            )
-        return RunReviewStep(step=step)
-    return None
-
-
-_PUSHED = ev.ReviewStepFinished(step="push", exit_code=0)  # no push configured: go on
 
 
 def _outcome(state: ExecutionState) -> ev.EndStatus:

@@ -21,11 +21,9 @@ Choices plan.md leaves open, made the way a user would expect:
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -44,6 +42,7 @@ from orchestrator.core.ids import ID_PATTERN
 from orchestrator.core.plan import MAX_SUBTASKS, AgentKind, MergeOrder, ResolvedPlan
 from orchestrator.core.plan_errors import Problems, describe_value
 from orchestrator.core.plan_resolve import Resolver
+from orchestrator.core.plan_variables import AgentVariable, EnvName, Url, VariableValue
 from orchestrator.core.plan_yaml import parse_yaml
 
 
@@ -154,60 +153,7 @@ def _arguments(value: Any) -> Any:
     raise PydanticCustomError("plan_extra_args", f"must be a list of arguments, {example}")
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _env_name(value: str) -> str:
-    if not _ENV_NAME.fullmatch(value):
-        raise PydanticCustomError(
-            "plan_env_name", "must be an environment variable's name, e.g. GATEWAY_KEY"
-        )
-    return value
-
-
-def _agent_variable(value: str) -> str:
-    _env_name(value)
-    if value.startswith("KAIRO_"):
-        raise PydanticCustomError(
-            "plan_env_name", "must not be a KAIRO_ variable: kairo-orch sets those itself"
-        )
-    return value
-
-
-def _env_value(value: str) -> str:
-    if value.replace("${", "").count("}") < value.count("${") or re.search(r"\$\{[^}]*$", value):
-        raise PydanticCustomError(
-            "plan_env_reference", "has a ${ left open: write ${NAME}, or $${ for a literal"
-        )
-    for name in re.findall(r"\$\{([^}]*)\}", value):
-        if not _ENV_NAME.fullmatch(name):
-            raise PydanticCustomError(
-                "plan_env_reference",
-                "${...} must name an environment variable, e.g. ${GATEWAY_KEY}",
-            )
-    return value
-
-
-def _url(value: str) -> str:
-    expected = "must be an http:// or https:// URL, e.g. http://127.0.0.1:4000"
-    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?(\?\S*)?(#\S*)?", value):
-        raise PydanticCustomError("plan_url", expected)
-    parts = urlsplit(value)
-    try:
-        parts.port  # noqa: B018  (raises for a port that is no port)
-    except ValueError:
-        raise PydanticCustomError("plan_url", f"{expected}, with a port from 1 to 65535") from None
-    if parts.username is not None or parts.query or parts.fragment or "${" in value:
-        raise PydanticCustomError(
-            "plan_url",
-            "must hold no user, password, query or ${variable}: the plan and the event log "
-            "are read by others; name the key's variable in key_env",
-        )
-    return value
-
-
 Id = Annotated[str, AfterValidator(_plan_id)]
-EnvName = Annotated[str, AfterValidator(_env_name)]
 Text = Annotated[str, AfterValidator(_non_blank)]
 # Caps (docs/plan.md, "Limits of a plan"): past them a plan is a typo or an attack, and a
 # number must also fit the event log's JSON (integers up to 2^53).
@@ -226,7 +172,7 @@ class _Raw(BaseModel):
 
 
 class RawEndpoint(_Raw):
-    url: Annotated[str, AfterValidator(_url)]
+    url: Url
     key_env: EnvName | None = None
 
 
@@ -240,9 +186,7 @@ class RawAgent(_Raw):
     permission_mode: Text | None = None  # which values: plan_resolve, by kind
     extra_args: Annotated[list[str], BeforeValidator(_arguments)] = []
     endpoint: RawEndpoint | None = None
-    env: dict[
-        Annotated[str, AfterValidator(_agent_variable)], Annotated[str, AfterValidator(_env_value)]
-    ] = {}
+    env: dict[AgentVariable, VariableValue] = {}
 
 
 class RawLimits(_Raw):

@@ -153,3 +153,11 @@ def spares_kept(repo_root: Path, git_common_dir: Path) -> tuple[int, int]:
     ]
     pools = pools_of(worktrees, git_common_dir)
     return sum(len(spares_in(pool)) for pool in pools), sum(pool_bytes(pool) for pool in pools)
+
+
+def place_to_add(pool: Path, path: Path) -> Path:
+    """Where to add a new worktree meant for `path`: a neutral place in `pool`, on its file
+    system, to be moved to `path` once added; `path` itself where that cannot be."""
+    if make_pool(pool) and pool.stat().st_dev == path.parent.stat().st_dev:
+        return pool_place(pool, new=True)
+    return path

@@ -26,8 +26,7 @@ from orchestrator.git.spare_pools import (
     count_spares,
     disk_usage,
     has_spares,
-    make_pool,
-    pool_place,
+    place_to_add,
     pools_of,
     spare_pool,
 )
@@ -319,7 +318,7 @@ class LocalWorktreeProvider:
                 await git("worktree", "prune", cwd=self.repo_root)
             place = path
             if "--detach" in options:
-                place = await trio.to_thread.run_sync(_place_to_add, self._pool(path), path)
+                place = await trio.to_thread.run_sync(place_to_add, self._pool(path), path)
             await git(
                 "worktree",
                 "add",
@@ -388,12 +387,6 @@ class LocalWorktreeProvider:
             if field.startswith("worktree ")
         ]
         return set(await trio.to_thread.run_sync(lambda: [resolve(p) for p in listed]))
-
-
-def _place_to_add(pool: Path, path: Path) -> Path:
-    if make_pool(pool) and pool.stat().st_dev == path.parent.stat().st_dev:
-        return pool_place(pool, new=True)
-    return path
 
 
 @functools.cache

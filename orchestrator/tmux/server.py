@@ -21,6 +21,7 @@ import trio
 from orchestrator.errors import EnvironmentProblem, StepFailed
 from orchestrator.tmux import layout
 from orchestrator.tmux.layout import Packing, PaneInfo, PaneRef
+from orchestrator.tmux.waiters import waited_channels
 
 log = structlog.get_logger(__name__)
 
@@ -304,7 +305,7 @@ class TmuxServer:
         signalled, one per running agent); return how many channels were woken. Signalled,
         not killed: tmux would keep a killed client's wait, which swallows the next real
         signal on its channel."""
-        channels = await trio.to_thread.run_sync(_waited_channels, channel_prefix)
+        channels = await trio.to_thread.run_sync(waited_channels, channel_prefix)
         for channel in channels:
             await self.signal(channel)
         return len(channels)
@@ -386,23 +387,3 @@ def _process_alive(pid: int) -> bool:
             return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return True
-
-
-def _waited_channels(prefix: str) -> set[str]:
-    """The channels starting with `prefix` that some `tmux ... wait-for CHANNEL` process of
-    this user waits on (none, of course, of the caller's own, which has not begun)."""
-    found = set()
-    me = os.getuid()
-    for proc in os.scandir("/proc"):
-        if not proc.name.isdigit():
-            continue
-        try:
-            if proc.stat().st_uid != me:
-                continue
-            with open(os.path.join(proc.path, "cmdline"), "rb") as f:  # noqa: PTH118
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"wait-for" in argv[:-2] and argv[-2:-1] and argv[-2].startswith(prefix.encode()):
-            found.add(argv[-2].decode(errors="replace"))
-    return found
