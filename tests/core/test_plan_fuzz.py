@@ -11,6 +11,7 @@ chain's bytes), and every branch it names must be one git takes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import time
 from typing import Any
@@ -109,7 +110,10 @@ def plan_texts(draw: st.DrawFn) -> str:
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(paths(plan)))
         how = draw(st.sampled_from(["replace", "delete", "add", "duplicate", "cycle"]))
-        value = draw(st.one_of(st.sampled_from(NASTY), st.text(max_size=20), st.integers()))
+        # a copy: a mutation may change a list or mapping it put in, which NASTY must not see
+        value = copy.deepcopy(
+            draw(st.one_of(st.sampled_from(NASTY), st.text(max_size=20), st.integers()))
+        )
         with contextlib.suppress(KeyError, IndexError, TypeError):  # a mutation that misfits
             plan = mutate(plan, path, how, value, draw(st.sampled_from(KEYS)))
     text = json.dumps(plan, ensure_ascii=draw(st.booleans()))  # JSON is YAML too
