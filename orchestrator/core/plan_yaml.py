@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from orchestrator.errors import PlanError
@@ -71,8 +71,10 @@ def parse_yaml(text: str, filename: str) -> Document:
             raise PlanError([f"{filename}:1:1: not valid YAML: {exc}"]) from None
         except RecursionError:
             raise PlanError([f"{filename}:1:1: {DEEP}"]) from None
+    # A bare `=` loads as a tagged scalar whose position ruamel leaves unset.
     root = getattr(tree, "lc", None)
-    values[()] = Pos(root.line + 1, root.col + 1) if root is not None else START
+    known = root is not None and root.line is not None and root.col is not None
+    values[()] = Pos(root.line + 1, root.col + 1) if known else START
     copy = _Copy(filename, values, keys)
     try:
         if _expanded_size(tree, {}) > MAX_VALUES:  # counted, not expanded: at once
@@ -195,6 +197,9 @@ def _plain(
                 pass
             items.append(plain(child, sub))
         return items
+    if isinstance(node, TaggedScalar):
+        # `!!str 3`, `!anything x` and a bare `=` (YAML 1.1's value tag): the text as written.
+        return plain(str(node.value), path)
     # ruamel's scalar subclasses keep formatting we do not need; hand pydantic exact types.
     if isinstance(node, bool):
         return bool(node)

@@ -168,11 +168,18 @@ def test_a_key_written_twice_is_an_error() -> None:
     )
 
 
-@pytest.mark.parametrize(("text", "found"), [("", "empty"), ("- a\n", "a list"), ("3\n", "3")])
+@pytest.mark.parametrize(
+    ("text", "found"), [("", "empty"), ("- a\n", "a list"), ("3\n", "3"), ("=", "'='")]
+)
 def test_the_top_level_must_be_a_mapping(text: str, found: str) -> None:
     assert only_problem(text) == (
         f"plan.yaml:1:1: the plan must be a mapping of version, name, subtasks...; it is {found}"
     )
+
+
+def test_a_tagged_value_is_the_text_written() -> None:
+    resolved = load(HEAD + "subtasks:\n  - id: !!str 7\n    title: !mine =\n").plan
+    assert (resolved.subtasks[0].id, resolved.subtasks[0].title) == ("7", "=")
 
 
 def test_missing_required_keys_are_all_named() -> None:
