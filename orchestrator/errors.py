@@ -9,7 +9,8 @@ The CLI turns each into one or two sentences on stderr and the exit code of
     ├── LogVerificationError        exit 3   the event log's hash chain or head does not hold
     ├── OwnershipError              exit 4   another supervisor owns it; an interrupted run exists
     ├── EnvironmentProblem          exit 5   not a git repository; git or tmux missing; no store
-    │   └── StoreSchemaError        exit 5   the store's schema is newer than this program
+    │   ├── StoreSchemaError        exit 5   the store's schema is newer than this program
+    │   └── StoreLost               exit 5   the store was deleted or replaced under a run
     └── StepFailed                  exit 1   a git, tmux or agent step failed inside a run
 """
 
@@ -77,6 +78,11 @@ class EnvironmentProblem(KairoError):
 
 class StoreSchemaError(EnvironmentProblem):
     pass
+
+
+class StoreLost(EnvironmentProblem):
+    """The store a run writes to is gone (its file deleted or replaced, its tables
+    dropped): no retry brings it back."""
 
 
 class StepFailed(KairoError):

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 from pathlib import Path
 
 import click
 import trio
 
-from orchestrator.cli.context import Workspace, open_workspace
+from orchestrator.cli.context import Workspace, open_workspace, repository_at
+from orchestrator.cli.new_execution import tmux_socket
 from orchestrator.cli.options import common_options
-from orchestrator.core.ids import short_id
+from orchestrator.core.ids import short_id, short_id_named
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError, StepFailed, UsageError
-from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
-from orchestrator.git.repo import git
+from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, rev_parse
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edges import integration_checkout
+from orchestrator.runtime.leftovers import (
+    Leftovers,
+    find_leftovers,
+    remove_leftovers,
+    remove_subtask_branches,
+)
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.supervisor_process import live_view_store_path
 from orchestrator.tmux.server import TmuxServer
@@ -51,6 +58,12 @@ def clean(
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
     if every and execution:
         raise UsageError("give an execution ID or --all, not both")
+    if execution and (unlogged := _leftovers_without_a_log(repo, store_url, execution)):
+        for line in trio.run(
+            functools.partial(remove_leftovers, force=force), repository_at(repo), _tmux(), unlogged
+        ):
+            click.echo(line)
+        return
     with open_workspace(repo, store_url, create=False) as ws:
         if every:
             lines = _clean_every_ended(ws, force)
@@ -68,6 +81,25 @@ def clean(
             lines += trio.run(_remove_spares, ws)
     for line in lines:
         click.echo(line)
+
+
+def _leftovers_without_a_log(repo: Path, store_url: str | None, execution: str) -> Leftovers | None:
+    """What an execution left that `execution` names and the store has no log of (the
+    store was deleted, say): found by its names (runtime/leftovers.py)."""
+    short = short_id_named(execution)
+    if short is None:
+        return None
+    try:
+        with open_workspace(repo, store_url, create=False) as ws:
+            ws.resolve(execution)
+            return None  # logged: cleaned as any execution is
+    except UsageError:
+        pass  # no store yet, or no execution of that name in it
+    return trio.run(find_leftovers, repository_at(repo), _tmux(), short) or None
+
+
+def _tmux() -> TmuxServer:
+    return TmuxServer(tmux_socket())
 
 
 def _clean_one(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
@@ -127,13 +159,6 @@ async def _remove_spares(ws: Workspace) -> list[str]:
     return lines
 
 
-async def _has_uncommitted_work(worktree: Path) -> bool:
-    result = await git(
-        "status", "--porcelain", "--untracked-files=normal", cwd=worktree, check=False
-    )
-    return result.returncode != 0 or bool(result.stdout.strip())
-
-
 async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]:
     root = ws.paths.toplevel
     integration = state.created.integration_branch
@@ -142,38 +167,24 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
         if await branch_exists(root, integration)
         else None
     )
-    provider = LocalWorktreeProvider(root)
-    lines: list[str] = []
+    # With the branches the log does not know: made by a create that failed (git's switch
+    # makes its branch even when it could not write the files) or that a crash cut short.
+    tmux = TmuxServer(state.created.tmux_socket)
+    found = await find_leftovers(ws.paths, tmux, short_id(state.execution_id))
+    branches: dict[str, Path | None] = {b: found.worktrees.get(b) for b in found.subtask_branches}
     for view in state.subtasks.values():
-        if view.branch is None:
-            continue
-        merged = False
-        if integration_head is not None and await branch_exists(root, view.branch):
-            head = await rev_parse(root, branch_ref(view.branch))
-            merged = await is_ancestor(root, head, integration_head)
-        elif not await branch_exists(root, view.branch):
-            merged = True  # nothing left to lose on a branch that is gone
-        if not merged and not force:
-            where = f" and its worktree {view.worktree}" if view.worktree else ""
-            lines.append(
-                f"kept {view.id}: branch {view.branch}{where} hold unmerged work (--force removes)"
-            )
-            continue
-        if view.worktree is not None and await trio.Path(view.worktree).exists():
-            if not force and await _has_uncommitted_work(Path(view.worktree)):
-                lines.append(f"kept {view.id}: worktree {view.worktree} has uncommitted changes")
-                continue
-            await provider.release(Path(view.worktree))
-            lines.append(f"removed worktree {view.worktree}")
-        if await delete_branch(root, view.branch):
-            lines.append(f"deleted branch {view.branch}")
+        if view.branch is not None:
+            branches[view.branch] = Path(view.worktree) if view.worktree else None
+    # A branch still at (or behind) the base holds no work either.
+    holders = [state.created.base_commit, *([integration_head] if integration_head else [])]
+    lines = await remove_subtask_branches(root, branches, holders, force=force)
     checkout = integration_checkout(state)
+    provider = LocalWorktreeProvider(root)
     if await provider.exists(checkout):
         await provider.release(checkout)  # a detached checkout of merged work: nothing to lose
         lines.append(f"removed the integration check's worktree {checkout}")
     with contextlib.suppress(OSError):  # the execution's folder, once nothing is left in it
         await trio.Path(state.created.worktree_root).rmdir()
-    tmux = TmuxServer(state.created.tmux_socket)
     if await tmux.has_session(state.created.tmux_session):
         await tmux.kill_session(state.created.tmux_session)
         lines.append(f"killed tmux session {state.created.tmux_session}")

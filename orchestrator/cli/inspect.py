@@ -13,7 +13,9 @@ import click
 from orchestrator.cli import render
 from orchestrator.cli.context import NoExecutionYet, open_workspace, repository_at
 from orchestrator.cli.options import common_options
+from orchestrator.core.ids import short_id
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.git.execution_branches import unlogged_short_ids
 from orchestrator.git.spare_pools import spares_kept
 from orchestrator.git.spare_setting import spare_bytes
 
@@ -59,6 +61,13 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
         return
     render.executions(items)
     paths = repository_at(repo)
+    logged = {short_id(str(item["execution_id"])) for item in items}
+    for short in unlogged_short_ids(paths.toplevel, logged):
+        click.echo(
+            f"execution {short} left subtask branches here but is in no log of this store "
+            f"(its store was deleted, or it is another store's); `kairo-orch clean {short}` "
+            "removes what it left"
+        )
     count, size = spares_kept(paths.toplevel, paths.git_common_dir)
     if count:  # what the disk holds for the next run, and how to have it back
         click.echo(

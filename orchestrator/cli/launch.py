@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -15,9 +16,9 @@ from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
-from orchestrator.errors import EnvironmentProblem
+from orchestrator.errors import EnvironmentProblem, StoreLost
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
-from orchestrator.runtime.ownership import claim, owner_alive, owner_token
+from orchestrator.runtime.ownership import claim, kairo_process_alive, owner_alive, owner_token
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (
     PendingSupervisor,
@@ -30,6 +31,7 @@ EXIT_FAILED = 1
 EXIT_SUPERVISOR_DIED = 6
 STARTUP_TIMEOUT_S = 20.0
 POLL_S = 0.05
+OUTAGE_POLL_S = 0.5
 
 
 def launch(
@@ -135,8 +137,15 @@ def wait_until_ended(
     """The outcome's exit code (0 for an end in `success`), once an end later than
     `after_seq` is in the log (a reopened execution's old end does not count)."""
     state = ws.state(execution_id)
+    outage = StoreOutage()
     while True:
-        state = advance_state(ws.store, state)
+        try:
+            state = advance_state(ws.store, state)
+            row = ws.row(execution_id)
+        except EnvironmentProblem as problem:
+            outage.wait(problem, state)
+            continue
+        outage.over()
         if state.ended is not None and (state.ended_seq or 0) > after_seq:
             merged = len(state.merged)
             click.echo(
@@ -146,9 +155,9 @@ def wait_until_ended(
                 err=True,
             )
             return 0 if state.ended in success else EXIT_FAILED
-        row = ws.row(execution_id)
-        # The supervisor lets go of the row right after it appends the end: read again.
-        state = advance_state(ws.store, state)
+        if not owner_alive(row) and state.ended is None:
+            # The supervisor lets go of the row right after it appends the end: read again.
+            state = advance_state(ws.store, state)
         if not owner_alive(row) and state.ended is None:
             status = effective_status(state, supervisor_alive=False)
             click.echo(
@@ -159,6 +168,37 @@ def wait_until_ended(
             )
             return EXIT_SUPERVISOR_DIED
         time.sleep(POLL_S * 2)
+
+
+class StoreOutage:
+    """A store that stopped answering a command that waits: waited out, said once, for as
+    long as the supervisor on this host lives (it rides it out as well, within its lease)."""
+
+    def __init__(self) -> None:
+        self._said = False
+
+    def wait(self, problem: EnvironmentProblem, state: ExecutionState) -> None:
+        pid = state.supervisor_pid
+        local = state.supervisor_host == socket.gethostname()
+        if isinstance(problem, StoreLost):
+            short = short_id(state.execution_id)
+            raise StoreLost(
+                f"{problem.message}; the log of execution {state.execution_id} is gone with "
+                f"it, and its supervisor stops at its next write: `kairo-orch clean {short}` "
+                "removes what it left",
+                execution_id=state.execution_id,
+            ) from problem
+        if not (local and pid and kairo_process_alive(pid)):
+            raise problem
+        if not self._said:
+            click.echo(f"kairo-orch: {problem.message}; waiting for it to answer again", err=True)
+            self._said = True
+        time.sleep(OUTAGE_POLL_S)
+
+    def over(self) -> None:
+        if self._said:
+            click.echo("kairo-orch: the store answers again", err=True)
+            self._said = False
 
 
 def _review_failures(state: ExecutionState) -> str:

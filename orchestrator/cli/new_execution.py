@@ -119,7 +119,6 @@ def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -
     execution_id = new_ulid()
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
     _refuse_a_taken_branch(ws.paths, checked, integration)
-    kairo_dir = ws.paths.git_common_dir / "kairo"
     created = ev.ExecutionCreated(
         plan=plan,
         plan_path=str(plan_path.resolve()),
@@ -127,10 +126,10 @@ def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -
         git_common_dir=str(ws.paths.git_common_dir),
         base_commit=checked.base_commit,
         integration_branch=integration,
-        tmux_socket=os.environ.get("KAIRO_TMUX_SOCKET") or None,
+        tmux_socket=tmux_socket(),
         tmux_session=tmux_session_name(plan.name, execution_id),
         worktree_root=str(worktree_root / short_id(execution_id)),
-        run_root=str(kairo_dir / "runs" / execution_id),
+        run_root=str(ws.paths.runs / execution_id),
     )
     record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
     ws.store.create_execution(execution_id, plan.name, "RUNNING", [record], repository=ws.paths.key)
@@ -234,3 +233,9 @@ def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Pat
             f"({root}), where Claude Code refuses to edit any file; name a folder outside it"
         )
     return root
+
+
+def tmux_socket() -> str | None:
+    """The tmux server (`tmux -L NAME`) executions started from here use: the user's own
+    unless KAIRO_TMUX_SOCKET names another."""
+    return os.environ.get("KAIRO_TMUX_SOCKET") or None

@@ -29,6 +29,23 @@ def subtask_branch(plan_name: str, execution_id: str, subtask_id: str) -> str:
     return f"{SUBTASK_NAMESPACE}/{plan_name}/{short_id(execution_id)}/{subtask_id}"
 
 
+def named_short_id(branch: str) -> str | None:
+    """The short id of the execution a subtask branch, or a branch of the default
+    integration branch's form, is named after."""
+    parts = branch.split("/")
+    ours = (parts[0], len(parts)) in ((SUBTASK_NAMESPACE, 4), ("kairo", 3))
+    return parts[2] if ours and _SHORT_ID.fullmatch(parts[2]) else None
+
+
+_SHORT_ID = re.compile(r"[0-9a-z]{6}")
+
+
+def short_id_named(text: str) -> str | None:
+    """The short id a user's `ID` names: a whole execution id, or its last six characters."""
+    short = text.strip().lower()[-6:]
+    return short if _SHORT_ID.fullmatch(short) else None
+
+
 def tmux_session_name(plan_name: str, execution_id: str) -> str:
     # tmux treats '.' and ':' as target separators, so they cannot appear in a session name.
     safe = plan_name.replace(".", "-").replace(":", "-")

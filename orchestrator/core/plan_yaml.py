@@ -73,8 +73,8 @@ def parse_yaml(text: str, filename: str) -> Document:
             raise PlanError([f"{filename}:1:1: {DEEP}"]) from None
     # A bare `=` loads as a tagged scalar whose position ruamel leaves unset.
     root = getattr(tree, "lc", None)
-    known = root is not None and root.line is not None and root.col is not None
-    values[()] = Pos(root.line + 1, root.col + 1) if known else START
+    line, col = (root.line, root.col) if root is not None else (None, None)
+    values[()] = Pos(line + 1, col + 1) if line is not None and col is not None else START
     copy = _Copy(filename, values, keys)
     try:
         if _expanded_size(tree, {}) > MAX_VALUES:  # counted, not expanded: at once

@@ -61,6 +61,11 @@ class RepoPaths:
         PostgreSQL one): its host and git common dir, as the execution rows record it."""
         return f"{socket.gethostname()}:{self.git_common_dir}"
 
+    @property
+    def runs(self) -> Path:
+        """Where each execution's run folder (its logs, the agents' output) goes."""
+        return self.git_common_dir / "kairo" / "runs"
+
 
 @dataclass(frozen=True)
 class GitResult:
@@ -314,3 +319,11 @@ async def add_all_but(
         ignored = set(found.stdout.split("\0"))
         named = [path for path in named if path not in ignored]
     await git("add", "--all", "--", *all_paths_but(named), cwd=worktree, env=env)
+
+
+async def has_uncommitted_work(worktree: Path) -> bool:
+    """Whether `worktree` holds changes or untracked files not ignored (or cannot say)."""
+    result = await git(
+        "status", "--porcelain", "--untracked-files=normal", cwd=worktree, check=False
+    )
+    return result.returncode != 0 or bool(result.stdout.strip())

@@ -8,18 +8,16 @@ HEAD are never read for writing, let alone changed.
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import trio
 
 from orchestrator.errors import StepFailed
+from orchestrator.git.failed_fills import forget_branch_of_a_failed_switch, if_full
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
 from orchestrator.git.repo import RepoPaths, discover_repo, error_context, git
 from orchestrator.git.spare_pools import (
@@ -42,44 +40,12 @@ from orchestrator.git.spare_worktrees import (
     switch_spare,
     take_spare,
 )
+from orchestrator.git.workspace_port import Workspace, WorkspaceKind
 from orchestrator.git.worktree_lock import WorktreeLock
 from orchestrator.git.worktree_paths import LEGACY_ROOT, prepare_target, resolve
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
-
-
-class WorkspaceKind(enum.Enum):
-    LOCAL = "local"
-    REMOTE_GIT = "remote_git"
-    EPHEMERAL = "ephemeral"
-
-
-@dataclass(frozen=True)
-class Workspace:
-    subtask_id: str
-    path: Path
-    branch: str
-    #: The commit oid the branch started from (resolved, never a symbolic name).
-    base_commit: str
-    kind: WorkspaceKind
-
-
-class WorkspaceProvider(Protocol):
-    """Where subtasks work. LOCAL is a worktree of the user's repository; REMOTE_GIT
-    and EPHEMERAL (a clone elsewhere, a throwaway container) fit the same calls."""
-
-    async def create(
-        self, subtask_id: str, branch: str, base_commit: str, path: Path
-    ) -> Workspace: ...
-
-    async def release(self, workspace_path: Path) -> None: ...
-
-    async def adopt(self, subtask_id: str, branch: str, path: Path) -> Workspace | None: ...
-
-    async def exists(self, path: Path) -> bool: ...
-
-    async def check_out_detached(self, path: Path, commit: str) -> Path: ...
 
 
 class LocalWorktreeProvider:
@@ -141,13 +107,16 @@ class LocalWorktreeProvider:
                     await self._fill(
                         path, "switch", "--quiet", "--discard-changes", "--create", branch, base
                     )
-                except BaseException:
+                except BaseException as error:
+                    # Said before the cleanup frees what the fill wrote.
+                    full = await if_full(path) if isinstance(error, StepFailed) else ""
                     # Leave nothing half-made behind, so a retry can create it afresh; a
-                    # cancellation must not skip the cleanup, but must still propagate. The
-                    # branch is the switch's last step, made only when it succeeded: an
-                    # existing one (someone's) is never ours to delete.
+                    # cancellation must not skip the cleanup, but must still propagate.
                     with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
                         await self._remove(path)
+                        await forget_branch_of_a_failed_switch(self.repo_root, branch, base, error)
+                    if full:
+                        raise StepFailed(f"{error}{full}") from None
                     raise
             except StepFailed as error:
                 if "a branch named" in error.message:
@@ -167,13 +136,21 @@ class LocalWorktreeProvider:
             if not await branch_exists(self.repo_root, branch):
                 return None
             path = await trio.to_thread.run_sync(resolve, path)
-            if path not in await self._listed():
+            added = path not in await self._listed()
+            if added:
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")
                 await self._add_worktree(path, branch, prune=True)
-            # Not `reset --hard`: a spare moved here still has the HEAD it was put aside with.
-            async with _fill_limiter():
-                await switch_spare(path, branch)
+            try:
+                # Not `reset --hard`: a spare moved here still has the HEAD it was put
+                # aside with.
+                async with _fill_limiter():
+                    await switch_spare(path, branch)
+            except BaseException:
+                if added:  # as it was: the branch, and no half-filled worktree
+                    with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
+                        await self._remove(path)
+                raise
             head = await rev_parse(path, "HEAD")
         return Workspace(subtask_id, path, branch, head, WorkspaceKind.LOCAL)
 
@@ -266,13 +243,15 @@ class LocalWorktreeProvider:
             with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
                 if not (taken and await self._put_aside(path)):
                     await self._remove(path)  # a spare that cannot be switched: never again
+                await forget_branch_of_a_failed_switch(self.repo_root, branch, base, error)
             if taken:
                 raise
             return False  # a new worktree, then
-        except BaseException:
+        except BaseException as error:
             with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
                 if not await self._put_aside(path):
                     await self._remove(path)
+                await forget_branch_of_a_failed_switch(self.repo_root, branch, base, error)
             raise
         return True
 

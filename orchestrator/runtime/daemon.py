@@ -39,7 +39,7 @@ from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.runtime.supervisor import supervise
-from orchestrator.runtime.supervisor_process import live_view_store_path
+from orchestrator.runtime.supervisor_process import deliberate, live_view_store_path
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
@@ -234,8 +234,12 @@ def main(argv: list[str] | None = None) -> int:
                 stop=args.stop,
             )
         )
-    except BaseException:
-        log.exception("supervisor_crashed")
+    except BaseException as error:
+        stopped = deliberate(error)
+        if isinstance(stopped, KairoError):  # said in a sentence: no traceback to read
+            log.error("supervisor_stopped", error=stopped.message, **stopped.context())  # noqa: TRY400
+        else:
+            log.exception("supervisor_crashed")
         raise
 
 

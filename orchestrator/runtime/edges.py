@@ -11,7 +11,7 @@ import trio
 from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.repo import Identity
-from orchestrator.git.workspace import WorkspaceProvider
+from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.tmux.server import TmuxServer
 

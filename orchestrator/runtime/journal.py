@@ -8,24 +8,37 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import structlog
 import trio
 
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
+from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState, apply
-from orchestrator.errors import EnvironmentProblem, OwnershipError
+from orchestrator.errors import EnvironmentProblem, OwnershipError, StoreLost
 from orchestrator.runtime import ownership
 from orchestrator.runtime.ownership import lease_deadline
-from orchestrator.store.base import ConcurrentUpdate, DurableExecutionStore, NewEvent, StoredEvent
+from orchestrator.store.base import (
+    AppendUnanswered,
+    ConcurrentUpdate,
+    DurableExecutionStore,
+    NewEvent,
+    StoredEvent,
+    append_landed,
+)
 
 log = structlog.get_logger(__name__)
 
 CRASH_AFTER_VARIABLE = "KAIRO_FAULT_CRASH_AFTER_EVENT"
 HEARTBEAT_SECONDS = ownership.HEARTBEAT_SECONDS
 LEASE_RETRY_SECONDS = 1.0
+#: An append the store failed is made again after this, then twice as long each time.
+STORE_RETRY_FIRST_S = 0.1
+STORE_RETRY_MAX_S = 2.0
 
 
 class Journal:
@@ -43,6 +56,9 @@ class Journal:
         self.version = version
         self.state = state
         self.changed = trio.Event()
+        #: When the lease this supervisor last wrote runs out (time.monotonic()); its
+        #: owner claimed it just before it made this journal.
+        self.lease_ends = time.monotonic() + ownership.LEASE.total_seconds()
 
     @property
     def execution_id(self) -> str:
@@ -56,7 +72,7 @@ class Journal:
         ]
         async with self._lock:
             status = self._status_after(events)
-            stored = await trio.to_thread.run_sync(self._append_sync, records, status)
+            stored = await self._append_through_outages(records, status)
             state = self.state
             for event, row in zip(events, stored, strict=True):
                 state = apply(state, event, row.seq)
@@ -66,31 +82,104 @@ class Journal:
             if any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
                 last = stored[-1]
                 snapshot = checkpoints.snapshot(state, last.seq, last.event_hash)
-                await trio.to_thread.run_sync(
-                    self._store.save_checkpoint, self.execution_id, snapshot
-                )
+                try:
+                    await trio.to_thread.run_sync(
+                        self._store.save_checkpoint, self.execution_id, snapshot
+                    )
+                except EnvironmentProblem as problem:
+                    # A cache: recovery folds from an older one, or from the start.
+                    log.warning("checkpoint_not_saved", error=problem.message)
         self._wake()
         return state
 
+    async def _append_through_outages(
+        self, records: list[NewEvent], status: str | None
+    ) -> list[StoredEvent]:
+        """The append, made again while the store is unreachable and the lease lasts (no
+        other supervisor may take the execution over before it ends). One whose answer was
+        lost is looked up before it is made again: never twice, never taken for another
+        writer's."""
+        while True:
+            try:
+                return await trio.to_thread.run_sync(self._append_sync, records, status)
+            except AppendUnanswered as error:
+                unanswered = error
+            except StoreLost as lost:
+                raise self._lost(lost) from lost
+            if await self._landed_once_reachable(unanswered):
+                log.info("store_append_landed", seq=unanswered.attempted[-1].seq)
+                return unanswered.attempted
+
+    def _lost(self, lost: StoreLost) -> StoreLost:
+        short = short_id(self.execution_id)
+        return StoreLost(
+            f"{lost.message}: the log of execution {self.execution_id} is gone with it, so "
+            f"its supervisor stops. Its agents run on in tmux session "
+            f"{self.state.created.tmux_session} and their work stays in their worktrees and "
+            f"branches; `kairo-orch clean {short}` ends them and removes what holds no "
+            "unmerged work",
+            execution_id=self.execution_id,
+        )
+
+    async def _landed_once_reachable(self, unanswered: AppendUnanswered) -> bool:
+        problem: EnvironmentProblem = unanswered
+        wait_s = STORE_RETRY_FIRST_S
+        while True:
+            if time.monotonic() + wait_s > self.lease_ends:
+                raise EnvironmentProblem(
+                    f"{problem.message}; the store stayed unreachable until this "
+                    "supervisor's lease ran out, so it stops. Its agents run on: "
+                    f"`kairo-orch resume {self.execution_id}` once the store is back",
+                    execution_id=self.execution_id,
+                ) from problem
+            log.warning("store_unreachable", error=problem.message, retry_in_s=wait_s)
+            await trio.sleep(wait_s)
+            wait_s = min(wait_s * 2, STORE_RETRY_MAX_S)
+            try:
+                return await trio.to_thread.run_sync(self._landed, unanswered)
+            except StoreLost as lost:
+                raise self._lost(lost) from lost
+            except EnvironmentProblem as error:
+                problem = error
+
     def _append_sync(self, records: list[NewEvent], status: str | None) -> list[StoredEvent]:
-        try:
+        with self._taken_over_stops():
             stored = self._store.append(
                 self.execution_id, records, expected_version=self.version, status=status
             )
+        self.version += 1
+        return stored
+
+    def _landed(self, unanswered: AppendUnanswered) -> bool:
+        row = self._store.get_execution(self.execution_id)
+        if row is None:
+            raise StoreLost(
+                f"execution {self.execution_id} is no longer in the store {self._store.location}",
+                execution_id=self.execution_id,
+            )
+        with self._taken_over_stops():
+            landed = append_landed(row, expected_version=self.version, attempted=unanswered)
+        if landed:
+            self.version += 1
+        return landed
+
+    @contextmanager
+    def _taken_over_stops(self) -> Iterator[None]:
+        try:
+            yield
         except ConcurrentUpdate:
             raise OwnershipError(
                 f"execution {self.execution_id} was taken over by another supervisor; "
                 "this one stops",
                 execution_id=self.execution_id,
             ) from None
-        self.version += 1
-        return stored
 
     async def set_status(self, status: str, *, release: bool = False) -> None:
         """Renew the lease (the heartbeat), change the row's status, or let go of it."""
         async with self._lock:
 
             def update() -> None:
+                asked = time.monotonic()
                 row = self._store.set_status(
                     self.execution_id,
                     status,
@@ -99,6 +188,7 @@ class Journal:
                     expected_version=self.version,
                 )
                 self.version = row.version
+                self.lease_ends = asked + ownership.LEASE.total_seconds()
 
             try:
                 await trio.to_thread.run_sync(update)

@@ -21,7 +21,7 @@ from orchestrator.store.base import (
     format_timestamp,
 )
 
-LEASE = timedelta(seconds=15)
+LEASE = timedelta(seconds=30)
 HEARTBEAT_SECONDS = 5.0
 
 

@@ -210,11 +210,17 @@ def _last_farewell(lines: list[str]) -> str | None:
     return farewells[-1].removeprefix(FAREWELL).strip() or None
 
 
-def farewell(error: BaseException) -> str:
-    """The one line FAREWELL introduces: the message of one of our errors, which trio's
-    nurseries may have wrapped in groups of one; else the exception's type and text."""
+def deliberate(error: BaseException) -> BaseException:
+    """`error` out of the groups of one that trio's nurseries may have wrapped it in."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
+    return error
+
+
+def farewell(error: BaseException) -> str:
+    """The one line FAREWELL introduces: the message of one of our errors; else the
+    exception's type and text."""
+    error = deliberate(error)
     if isinstance(error, KairoError):
         return error.message.replace("\n", " ")
     return f"{type(error).__name__}: {error}".replace("\n", " ")
@@ -300,7 +306,8 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
         status = exit_status(done)
     except BaseException as error:
         with suppress(BaseException):
-            traceback.print_exc()
+            if not isinstance(deliberate(error), KairoError):  # its log said why already
+                traceback.print_exc()
             print(FAREWELL + farewell(error), file=sys.stderr)
     finally:
         with suppress(BaseException):

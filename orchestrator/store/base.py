@@ -19,7 +19,7 @@ from types import EllipsisType, TracebackType
 from typing import Any, Protocol, Self
 
 from orchestrator.core.ids import short_id
-from orchestrator.errors import OwnershipError, UsageError
+from orchestrator.errors import EnvironmentProblem, OwnershipError, UsageError
 
 #: `head_hash` of an execution that has no event yet: the chain's seed, so that the hash of
 #: the next event is always sha256_hex(head_hash + canonical_json(envelope)).
@@ -109,6 +109,37 @@ class ConcurrentUpdate(OwnershipError):
         self.found = found
 
 
+class AppendUnanswered(EnvironmentProblem):
+    """An append the store failed to answer (a server restarting, a connection cut, a
+    writer lock held too long): it may have committed or not. `attempted` holds the events
+    it was writing, sealed (empty if it failed before it sealed any): whether the head is
+    the last of them tells which (`append_landed`)."""
+
+    def __init__(self, problem: EnvironmentProblem, attempted: Sequence[StoredEvent]) -> None:
+        super().__init__(problem.message, execution_id=problem.execution_id)
+        self.attempted = list(attempted)
+
+
+def append_landed(row: ExecutionRow, *, expected_version: int, attempted: AppendUnanswered) -> bool:
+    """Whether an unanswered append committed, read from the row as it is now.
+
+    Every write bumps the version, so a row still at `expected_version` took nothing: the
+    append may be made again. A head that is the last attempted event's hash (which covers
+    its random id and timestamp) is that append, committed. Anything else is another
+    writer's: `ConcurrentUpdate`, never a second copy of the events.
+    """
+    if row.version == expected_version:
+        return False
+    last = attempted.attempted[-1] if attempted.attempted else None
+    if (
+        last is not None
+        and row.version == expected_version + 1
+        and (row.head_seq, row.head_hash) == (last.seq, last.event_hash)
+    ):
+        return True
+    raise ConcurrentUpdate(row.execution_id, expected=expected_version, found=row.version)
+
+
 class UnknownExecution(UsageError):
     def __init__(self, execution_id: str) -> None:
         super().__init__(f"no execution matches {execution_id}", execution_id=execution_id)
@@ -137,6 +168,9 @@ def match_execution_id(execution_ids: Iterable[str], prefix_or_short: str) -> st
 
 class DurableExecutionStore(Protocol):
     """The execution store of store.md: rows, an append-only hash-chained log, migrations."""
+
+    #: Names the store in messages, never with a password.
+    location: str
 
     def create_execution(
         self,

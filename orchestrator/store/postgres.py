@@ -31,7 +31,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
-from orchestrator.errors import EnvironmentProblem, UsageError
+from orchestrator.errors import EnvironmentProblem, StoreLost, UsageError
 from orchestrator.store import migrations
 from orchestrator.store.base import track_closed, track_open
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
@@ -163,6 +163,11 @@ class PostgresStore(SqlStore):
                     error, psycopg.Error
                 ):
                     raise  # a constraint: a bug or a tampered log, never the environment
+                if isinstance(error, pg_errors.UndefinedTable):
+                    raise StoreLost(
+                        f"the store at {self.location} lost its tables while in use"
+                        f" ({_first_line(error)})"
+                    ) from error
                 raise EnvironmentProblem(
                     f"the store at {self.location} failed: {_first_line(error)}"
                 ) from error

@@ -23,11 +23,12 @@ from datetime import UTC, datetime
 from types import EllipsisType, TracebackType
 from typing import Any, ClassVar, Protocol, Self
 
-from orchestrator.errors import LogVerificationError, UsageError
+from orchestrator.errors import EnvironmentProblem, LogVerificationError, StoreLost, UsageError
 from orchestrator.store import chain, migrations
 from orchestrator.store.base import (
     EMPTY_HEAD_HASH,
     EMPTY_HEAD_SEQ,
+    AppendUnanswered,
     ConcurrentUpdate,
     ExecutionRow,
     NewEvent,
@@ -223,6 +224,7 @@ class SqlStore(abc.ABC):
     ) -> list[StoredEvent]:
         prepared = [chain.prepare(event) for event in events]  # the slow part, before locking
         extending = EMPTY_HEAD_SEQ
+        sealed: list[StoredEvent] = []
         try:
             with self._transaction(write=True) as cursor:
                 version, head_seq, head_hash = self._head_to_extend(cursor, execution_id)
@@ -254,6 +256,10 @@ class SqlStore(abc.ABC):
             if not self._collides_on_seq(error):
                 raise  # a bug, not the log
             raise _past_head(execution_id, extending) from error
+        except StoreLost:
+            raise  # nothing to try again
+        except EnvironmentProblem as problem:
+            raise AppendUnanswered(problem, sealed) from problem
         return sealed
 
     def set_status(

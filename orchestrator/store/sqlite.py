@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import EnvironmentProblem
+from orchestrator.errors import EnvironmentProblem, StoreLost
 from orchestrator.store import migrations
 from orchestrator.store.base import track_closed, track_open
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
@@ -51,6 +51,7 @@ class SqliteStore(SqlStore):
                     f"the store at {path} cannot use SQLite's WAL mode (journal mode {mode});"
                     " is it on a network file system?"
                 )
+            self._file = _identity(path)
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(
@@ -72,6 +73,7 @@ class SqliteStore(SqlStore):
         """BEGIN IMMEDIATE for a write: it takes the database's writer lock before the head
         is read, so two appends can never both extend the same head."""
         with self._lock:
+            self._refuse_a_lost_file()
             try:
                 cursor = self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -90,6 +92,20 @@ class SqliteStore(SqlStore):
             except sqlite3.Error as error:
                 raise EnvironmentProblem(f"the store at {self.path} failed: {error}") from error
 
+    def _refuse_a_lost_file(self) -> None:
+        """A file deleted (or replaced) under an open connection takes every write without
+        a complaint, into a log nobody will ever read again, and shows every reader a past
+        that no longer is; a stat, about a microsecond, finds out first."""
+        try:
+            now = self.path.stat()
+        except FileNotFoundError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._file:
+            raise StoreLost(
+                f"the store at {self.path} was "
+                f"{'deleted' if now is None else 'replaced by another file'} while in use"
+            )
+
     @contextmanager
     def _stream(
         self, cursor: Cursor, operation: str, parameters: Sequence[Any]
@@ -103,6 +119,11 @@ class SqliteStore(SqlStore):
         with self._lock:
             self._conn.close()
             track_closed(self)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    found = path.stat()
+    return found.st_dev, found.st_ino
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> str:

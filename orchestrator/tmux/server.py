@@ -270,6 +270,16 @@ class TmuxServer:
             if await self.has_session(name):
                 raise
 
+    async def session_names(self) -> list[str]:
+        """Every session's name; none when no server runs."""
+        try:
+            text = await self._run(["list-sessions", "-F", "#{session_name}"])
+        except StepFailed as error:
+            if any(marker in error.message for marker in _NO_SERVER):
+                return []
+            raise
+        return text.splitlines()
+
     async def list_panes(self, session: str) -> list[PaneInfo]:
         """Every pane of every window of `session`."""
         target = layout.session_target(session)

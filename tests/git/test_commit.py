@@ -8,7 +8,8 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.commit import commit_all, commit_message
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import Identity, git
-from orchestrator.git.workspace import LocalWorktreeProvider, Workspace
+from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.git.workspace_port import Workspace
 from tests.git.conftest import run, snapshot, write
 
 TRAILERS = {"Kairo-Execution": "01J0EXEC", "Kairo-Subtask": "extract-auth", "Kairo-Attempt": "2"}

@@ -12,12 +12,8 @@ import trio
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, rev_parse
 from orchestrator.git.repo import git
-from orchestrator.git.workspace import (
-    LocalWorktreeProvider,
-    Workspace,
-    WorkspaceKind,
-    WorkspaceProvider,
-)
+from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.git.workspace_port import Workspace, WorkspaceKind, WorkspaceProvider
 from orchestrator.git.worktree_paths import default_worktree_root
 from tests.git.conftest import run, snapshot, write
 

@@ -1,0 +1,171 @@
+"""What an execution left when its log is gone (its store deleted or replaced, or another
+store's): found by the names kairo-orch gives things (core/ids.py), so that `clean` can
+remove it and `list` can say it is there.
+
+Only the short id ties them together: subtask branches `kairo-subtasks/<plan>/<short>/<id>`
+and their worktrees, the default integration branch `kairo/<plan>/<short>`, the tmux
+session `kairo-<plan>-<short>` and the run folder `.git/kairo/runs/<id>`. An integration
+branch the plan named cannot be found without the log; it is the user's to delete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
+from orchestrator.errors import OwnershipError
+from orchestrator.git.execution_branches import kairo_branches
+from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
+from orchestrator.git.repo import RepoPaths, git, has_uncommitted_work
+from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.ownership import kairo_process_alive
+from orchestrator.runtime.supervisor_process import live_view_store_path
+from orchestrator.tmux.server import TmuxServer
+
+
+@dataclass
+class Leftovers:
+    short: str
+    subtask_branches: list[str] = field(default_factory=list)
+    integration_branches: list[str] = field(default_factory=list)
+    worktrees: dict[str, Path] = field(default_factory=dict)  # by branch
+    sessions: list[str] = field(default_factory=list)
+    run_folders: list[Path] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.subtask_branches or self.integration_branches or self.sessions)
+
+
+async def find_leftovers(paths: RepoPaths, tmux: TmuxServer, short: str) -> Leftovers:
+    root = paths.toplevel
+    found = Leftovers(short)
+    for branch in await trio.to_thread.run_sync(kairo_branches, root):
+        if named_short_id(branch) == short:
+            subtask = branch.startswith(f"{SUBTASK_NAMESPACE}/")
+            (found.subtask_branches if subtask else found.integration_branches).append(branch)
+    found.worktrees = {
+        branch: path
+        for branch, path in (await _worktrees_by_branch(root)).items()
+        if branch in found.subtask_branches
+    }
+    found.sessions = [
+        name
+        for name in await tmux.session_names()
+        if name.startswith("kairo-") and name.endswith(f"-{short}")
+    ]
+    runs = paths.runs
+    found.run_folders = [
+        folder
+        for folder in await trio.to_thread.run_sync(lambda: sorted(runs.glob("*")))
+        if folder.name.lower().endswith(short)
+    ]
+    return found
+
+
+async def _worktrees_by_branch(root: Path) -> dict[str, Path]:
+    result = await git("worktree", "list", "--porcelain", "-z", cwd=root)
+    by_branch: dict[str, Path] = {}
+    path: Path | None = None
+    for entry in result.stdout.split("\0"):
+        if entry.startswith("worktree "):
+            path = Path(entry.removeprefix("worktree "))
+        elif entry.startswith("branch ") and path is not None:
+            by_branch[entry.removeprefix("branch refs/heads/")] = path
+    return by_branch
+
+
+def supervisor_still_running(leftovers: Leftovers) -> int | None:
+    """The pid of a live supervisor of this execution on this host (with another store):
+    its process title names the execution's whole id, which its run folder has, as does
+    the command line of one run directly (daemon.py)."""
+    titles = [
+        marker
+        for folder in leftovers.run_folders
+        for marker in (
+            f"kairo-orch supervisor {folder.name} ".encode(),
+            f"orchestrator.runtime.daemon\0{folder.name}\0".encode(),
+        )
+    ]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(title in cmdline for title in titles) and kairo_process_alive(int(proc.name)):
+            return int(proc.name)
+    return None
+
+
+async def remove_leftovers(
+    paths: RepoPaths, tmux: TmuxServer, leftovers: Leftovers, *, force: bool
+) -> list[str]:
+    """Remove them as `clean` removes an ended execution's: never unmerged work (a branch
+    no integration branch holds) nor uncommitted changes unless `force`; the integration
+    branches and the run folders (logs, the agents' output) are kept."""
+    pid = await trio.to_thread.run_sync(supervisor_still_running, leftovers)
+    if pid is not None:
+        raise OwnershipError(
+            f"a supervisor of execution {leftovers.short} still runs (pid {pid}), on another "
+            "store than this one: give `clean` that store (--store or KAIRO_STORE)"
+        )
+    root = paths.toplevel
+    lines = []
+    for session in leftovers.sessions:  # its agents: no supervisor will ever judge them
+        await tmux.kill_session(session)
+        lines.append(f"killed tmux session {session}")
+    heads = [await rev_parse(root, branch_ref(b)) for b in leftovers.integration_branches]
+    branches = {b: leftovers.worktrees.get(b) for b in leftovers.subtask_branches}
+    lines += await remove_subtask_branches(root, branches, heads, force=force)
+    lines += [f"kept the integration branch {b}" for b in leftovers.integration_branches]
+    for folder in leftovers.run_folders:
+        # What the live view read its store URL from, which may hold a password.
+        await trio.Path(live_view_store_path(folder)).unlink(missing_ok=True)
+        lines.append(f"kept its run folder {folder} (the agents' output and logs)")
+    return lines
+
+
+async def remove_subtask_branches(
+    root: Path,
+    worktrees: dict[str, Path | None],
+    holders: list[str],
+    *,
+    force: bool,
+) -> list[str]:
+    """Delete the subtask branches `worktrees` names and remove their worktrees, but
+    (without `force`) a branch no commit of `holders` holds, or a worktree with uncommitted
+    changes. A branch that is gone already holds nothing to lose."""
+    lines = []
+    provider = LocalWorktreeProvider(root)
+    for branch, worktree in worktrees.items():
+        subtask = branch.rpartition("/")[2]
+        if await branch_exists(root, branch):
+            head = await rev_parse(root, branch_ref(branch))
+            held = [h for h in holders if await is_ancestor(root, head, h)]
+        else:
+            held = holders
+        if not held and not force:
+            where = f" and its worktree {worktree}" if worktree else ""
+            verb = "hold" if worktree else "holds"
+            lines.append(
+                f"kept {subtask}: branch {branch}{where} {verb} unmerged work (--force removes)"
+            )
+            continue
+        if worktree is not None and await trio.Path(worktree).exists():
+            if not force and await has_uncommitted_work(worktree):
+                lines.append(
+                    f"kept {subtask}: worktree {worktree} has uncommitted changes (--force removes)"
+                )
+                continue
+            await provider.release(worktree)
+            lines.append(f"removed worktree {worktree}")
+            with contextlib.suppress(OSError):  # the execution's folder, once it is empty
+                await trio.Path(worktree).parent.rmdir()
+        if await delete_branch(root, branch):
+            lines.append(f"deleted branch {branch}")
+    return lines
