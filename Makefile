@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast check format demo bench clean-venv
+.PHONY: install test test-fast check format demo bench chaos clean-venv
 
 install: $(STAMP)
 
@@ -43,6 +43,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m compileall -q orchestrator agents
 	$(BIN)/python scripts/bench.py
+
+# Kills, outages, a deleted store, a full disk, tmux killed, under real runs: tests/chaos.
+# Its short form runs in `make test`.
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos
 
 clean-venv:
 	rm -rf $(VENV)

@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 import trio
 
-from orchestrator.cli.context import Workspace, open_workspace, repository_at
+from orchestrator.cli.context import NoExecutionYet, Workspace, open_workspace, repository_at
 from orchestrator.cli.new_execution import tmux_socket
 from orchestrator.cli.options import common_options
-from orchestrator.core.ids import short_id, short_id_named
+from orchestrator.core.ids import short_id, short_id_named, subtask_branch
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError, StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, rev_parse
@@ -27,6 +27,7 @@ from orchestrator.runtime.leftovers import (
 )
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.supervisor_process import live_view_store_path
+from orchestrator.store.base import UnknownExecution
 from orchestrator.tmux.server import TmuxServer
 
 
@@ -59,9 +60,11 @@ def clean(
     if every and execution:
         raise UsageError("give an execution ID or --all, not both")
     if execution and (unlogged := _leftovers_without_a_log(repo, store_url, execution)):
-        for line in trio.run(
-            functools.partial(remove_leftovers, force=force), repository_at(repo), _tmux(), unlogged
-        ):
+        paths = repository_at(repo)
+        lines = trio.run(functools.partial(remove_leftovers, force=force), paths, _tmux(), unlogged)
+        if spares:
+            lines += trio.run(_remove_spares, paths.toplevel)
+        for line in lines:
             click.echo(line)
         return
     with open_workspace(repo, store_url, create=False) as ws:
@@ -78,7 +81,7 @@ def clean(
                 # going on is no reason to keep them.
                 lines = [f"{state.execution_id}: left alone, {refused.message}"]
         if spares:
-            lines += trio.run(_remove_spares, ws)
+            lines += trio.run(_remove_spares, ws.paths.toplevel)
     for line in lines:
         click.echo(line)
 
@@ -93,8 +96,8 @@ def _leftovers_without_a_log(repo: Path, store_url: str | None, execution: str) 
         with open_workspace(repo, store_url, create=False) as ws:
             ws.resolve(execution)
             return None  # logged: cleaned as any execution is
-    except UsageError:
-        pass  # no store yet, or no execution of that name in it
+    except (NoExecutionYet, UnknownExecution):
+        pass
     return trio.run(find_leftovers, repository_at(repo), _tmux(), short) or None
 
 
@@ -148,8 +151,8 @@ def _clean_every_ended(ws: Workspace, force: bool) -> list[str]:
     return lines or ["no executions in this repository yet"]
 
 
-async def _remove_spares(ws: Workspace) -> list[str]:
-    removed, locked = await LocalWorktreeProvider(ws.paths.toplevel).remove_spares()
+async def _remove_spares(root: Path) -> list[str]:
+    removed, locked = await LocalWorktreeProvider(root).remove_spares()
     lines = [f"removed {len(removed)} spare worktree{'' if len(removed) == 1 else 's'}"]
     lines += [
         f"kept the spare worktree {spare}: it is locked; "
@@ -170,8 +173,12 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
     # With the branches the log does not know: made by a create that failed (git's switch
     # makes its branch even when it could not write the files) or that a crash cut short.
     tmux = TmuxServer(state.created.tmux_socket)
-    found = await find_leftovers(ws.paths, tmux, short_id(state.execution_id))
-    branches: dict[str, Path | None] = {b: found.worktrees.get(b) for b in found.subtask_branches}
+    short = short_id(state.execution_id)
+    found = await find_leftovers(ws.paths, tmux, short)
+    ours = subtask_branch(state.plan.name, state.execution_id, "")
+    branches: dict[str, Path | None] = {
+        b: found.worktrees.get(b) for b in found.subtask_branches if b.startswith(ours)
+    }
     for view in state.subtasks.values():
         if view.branch is not None:
             branches[view.branch] = Path(view.worktree) if view.worktree else None

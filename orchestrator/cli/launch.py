@@ -18,7 +18,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
 from orchestrator.errors import EnvironmentProblem, StoreLost
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
-from orchestrator.runtime.ownership import claim, kairo_process_alive, owner_alive, owner_token
+from orchestrator.runtime.ownership import claim, owner_alive, owner_token, supervisor_alive
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import (
     PendingSupervisor,
@@ -188,7 +188,7 @@ class StoreOutage:
                 "removes what it left",
                 execution_id=state.execution_id,
             ) from problem
-        if not (local and pid and kairo_process_alive(pid)):
+        if not (local and pid and supervisor_alive(pid, state.execution_id)):
             raise problem
         if not self._said:
             click.echo(f"kairo-orch: {problem.message}; waiting for it to answer again", err=True)

@@ -41,9 +41,11 @@ _SHORT_ID = re.compile(r"[0-9a-z]{6}")
 
 
 def short_id_named(text: str) -> str | None:
-    """The short id a user's `ID` names: a whole execution id, or its last six characters."""
-    short = text.strip().lower()[-6:]
-    return short if _SHORT_ID.fullmatch(short) else None
+    """The short id a user's `ID` names when it is one, or a whole execution id (26
+    characters); not a prefix, which names no short id."""
+    text = text.strip().lower()
+    short = text[-6:]
+    return short if len(text) in (6, 26) and _SHORT_ID.fullmatch(short) else None
 
 
 def tmux_session_name(plan_name: str, execution_id: str) -> str:

@@ -20,10 +20,11 @@ async def forget_branch_of_a_failed_switch(
     repo_root: Path, branch: str, base: str, error: BaseException
 ) -> None:
     """`switch --create` makes its branch even when it could not write every file: the
-    branch left at `base` by a switch not refused for its name is that switch's, and goes
-    with its worktree. One the switch was refused for ("a branch named ... already
-    exists") is someone's, and the delete only takes a branch still at `base`."""
-    if isinstance(error, StepFailed) and "a branch named" in error.message:
+    branch left at `base` by a switch that failed, not refused for its name, is that
+    switch's, and goes with its worktree. One the switch was refused for ("a branch named
+    ... already exists") is someone's. A switch cancelled (the supervisor stopping) may
+    have been either: its branch stays, for `adopt` to finish, as after a crash."""
+    if not isinstance(error, StepFailed) or "a branch named" in error.message:
         return
     await git("update-ref", "-d", branch_ref(branch), base, cwd=repo_root, check=False)
 

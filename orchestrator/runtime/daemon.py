@@ -16,6 +16,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
 
 if __name__ == "__main__":
@@ -121,6 +122,7 @@ async def run_supervisor(
         if resume:
             await trio.to_thread.run_sync(store.verify, execution_id)
         me = owner_token()
+        claimed_at = time.monotonic()  # the lease runs from no later than this
         row = await trio.to_thread.run_sync(
             lambda: claim(
                 store,
@@ -149,7 +151,7 @@ async def run_supervisor(
                 _open_session, tmux, created, execution_id, paths, store_url
             ),
         )
-        journal = Journal(store, state, owner=me, version=row.version)
+        journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
         final = await supervise(
             journal, edges, resumed=resume, rerun_interrupted=rerun_interrupted, stop=stop
         )
@@ -244,4 +246,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BaseException as error:
+        stopped = deliberate(error)
+        if not isinstance(stopped, KairoError):
+            raise
+        sys.exit(stopped.exit_code)  # logged already, in a sentence: no traceback

@@ -45,7 +45,13 @@ class Journal:
     """Appends as the owner of the execution: every write says which version it expects."""
 
     def __init__(
-        self, store: DurableExecutionStore, state: ExecutionState, *, owner: str, version: int
+        self,
+        store: DurableExecutionStore,
+        state: ExecutionState,
+        *,
+        owner: str,
+        version: int,
+        claimed_at: float | None = None,
     ) -> None:
         self._store = store
         self._lock = trio.Lock()
@@ -56,9 +62,10 @@ class Journal:
         self.version = version
         self.state = state
         self.changed = trio.Event()
-        #: When the lease this supervisor last wrote runs out (time.monotonic()); its
-        #: owner claimed it just before it made this journal.
-        self.lease_ends = time.monotonic() + ownership.LEASE.total_seconds()
+        #: When the lease this supervisor last wrote runs out (time.monotonic()), counted
+        #: from before the write: `claimed_at`, when its owner claimed the execution.
+        claimed = time.monotonic() if claimed_at is None else claimed_at
+        self.lease_ends = claimed + ownership.LEASE.total_seconds()
 
     @property
     def execution_id(self) -> str:
@@ -86,6 +93,8 @@ class Journal:
                     await trio.to_thread.run_sync(
                         self._store.save_checkpoint, self.execution_id, snapshot
                     )
+                except StoreLost as lost:
+                    raise self._lost(lost) from lost
                 except EnvironmentProblem as problem:
                     # A cache: recovery folds from an older one, or from the start.
                     log.warning("checkpoint_not_saved", error=problem.message)
@@ -95,10 +104,10 @@ class Journal:
     async def _append_through_outages(
         self, records: list[NewEvent], status: str | None
     ) -> list[StoredEvent]:
-        """The append, made again while the store is unreachable and the lease lasts (no
-        other supervisor may take the execution over before it ends). One whose answer was
-        lost is looked up before it is made again: never twice, never taken for another
-        writer's."""
+        """The append, made again while the store fails and this supervisor's lease lasts
+        (until then no other may take the execution over; past it one may, which the version
+        every write expects would catch). One whose answer was lost is looked up before it
+        is made again: never made twice."""
         while True:
             try:
                 return await trio.to_thread.run_sync(self._append_sync, records, status)
@@ -126,21 +135,28 @@ class Journal:
         wait_s = STORE_RETRY_FIRST_S
         while True:
             if time.monotonic() + wait_s > self.lease_ends:
-                raise EnvironmentProblem(
-                    f"{problem.message}; the store stayed unreachable until this "
-                    "supervisor's lease ran out, so it stops. Its agents run on: "
-                    f"`kairo-orch resume {self.execution_id}` once the store is back",
-                    execution_id=self.execution_id,
-                ) from problem
+                raise self._lease_ran_out(problem)
             log.warning("store_unreachable", error=problem.message, retry_in_s=wait_s)
             await trio.sleep(wait_s)
             wait_s = min(wait_s * 2, STORE_RETRY_MAX_S)
             try:
-                return await trio.to_thread.run_sync(self._landed, unanswered)
+                landed = await trio.to_thread.run_sync(self._landed, unanswered)
             except StoreLost as lost:
                 raise self._lost(lost) from lost
             except EnvironmentProblem as error:
                 problem = error
+                continue
+            if not landed and time.monotonic() > self.lease_ends:
+                raise self._lease_ran_out(problem)  # the lookup itself took that long
+            return landed
+
+    def _lease_ran_out(self, problem: EnvironmentProblem) -> EnvironmentProblem:
+        return EnvironmentProblem(
+            f"{problem.message}; the store kept failing until this supervisor's lease ran "
+            f"out, so it stops. Its agents run on: `kairo-orch resume {self.execution_id}` "
+            "once the store works again",
+            execution_id=self.execution_id,
+        )
 
     def _append_sync(self, records: list[NewEvent], status: str | None) -> list[StoredEvent]:
         with self._taken_over_stops():
@@ -151,14 +167,14 @@ class Journal:
         return stored
 
     def _landed(self, unanswered: AppendUnanswered) -> bool:
-        row = self._store.get_execution(self.execution_id)
+        row = self._store.settled_row(self.execution_id)
         if row is None:
             raise StoreLost(
                 f"execution {self.execution_id} is no longer in the store {self._store.location}",
                 execution_id=self.execution_id,
             )
         with self._taken_over_stops():
-            landed = append_landed(row, expected_version=self.version, attempted=unanswered)
+            landed = append_landed(row, expected_version=self.version, unanswered=unanswered)
         if landed:
             self.version += 1
         return landed
@@ -221,6 +237,8 @@ class Journal:
                 try:
                     await self.set_status(status)
                     break
+                except StoreLost as lost:
+                    raise self._lost(lost) from lost
                 except EnvironmentProblem as problem:
                     log.warning("lease_renewal_failed", error=problem.message)
                     await trio.sleep(LEASE_RETRY_SECONDS)

@@ -11,6 +11,7 @@ branch the plan named cannot be found without the log; it is the user's to delet
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,9 @@ class Leftovers:
     run_folders: list[Path] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.subtask_branches or self.integration_branches or self.sessions)
+        """Whether this repository holds any: a session alone may be another's (the tmux
+        server is the user's, shared by every repository)."""
+        return bool(self.subtask_branches or self.integration_branches or self.run_folders)
 
 
 async def find_leftovers(paths: RepoPaths, tmux: TmuxServer, short: str) -> Leftovers:
@@ -52,10 +55,11 @@ async def find_leftovers(paths: RepoPaths, tmux: TmuxServer, short: str) -> Left
         for branch, path in (await _worktrees_by_branch(root)).items()
         if branch in found.subtask_branches
     }
+    here = await trio.to_thread.run_sync(root.resolve)
     found.sessions = [
         name
-        for name in await tmux.session_names()
-        if name.startswith("kairo-") and name.endswith(f"-{short}")
+        for name, path in (await tmux.sessions()).items()
+        if name.startswith("kairo-") and name.endswith(f"-{short}") and path == here
     ]
     runs = paths.runs
     found.run_folders = [
@@ -78,18 +82,15 @@ async def _worktrees_by_branch(root: Path) -> dict[str, Path]:
     return by_branch
 
 
-def supervisor_still_running(leftovers: Leftovers) -> int | None:
-    """The pid of a live supervisor of this execution on this host (with another store):
-    its process title names the execution's whole id, which its run folder has, as does
-    the command line of one run directly (daemon.py)."""
-    titles = [
-        marker
-        for folder in leftovers.run_folders
-        for marker in (
-            f"kairo-orch supervisor {folder.name} ".encode(),
-            f"orchestrator.runtime.daemon\0{folder.name}\0".encode(),
-        )
-    ]
+def supervisor_still_running(short: str) -> int | None:
+    """The pid of a live supervisor on this host of an execution of this short id (with
+    another store): its process title names the execution, as does the command line of one
+    run directly (daemon.py)."""
+    tail = short.upper().encode()
+    titles = (
+        re.compile(rb"kairo-orch supervisor [0-9A-Z]{20}" + tail + rb" "),
+        re.compile(rb"orchestrator\.runtime\.daemon\0[0-9A-Z]{20}" + tail + rb"\0"),
+    )
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -97,7 +98,7 @@ def supervisor_still_running(leftovers: Leftovers) -> int | None:
             cmdline = (proc / "cmdline").read_bytes()
         except OSError:
             continue
-        if any(title in cmdline for title in titles) and kairo_process_alive(int(proc.name)):
+        if any(title.search(cmdline) for title in titles) and kairo_process_alive(int(proc.name)):
             return int(proc.name)
     return None
 
@@ -108,7 +109,7 @@ async def remove_leftovers(
     """Remove them as `clean` removes an ended execution's: never unmerged work (a branch
     no integration branch holds) nor uncommitted changes unless `force`; the integration
     branches and the run folders (logs, the agents' output) are kept."""
-    pid = await trio.to_thread.run_sync(supervisor_still_running, leftovers)
+    pid = await trio.to_thread.run_sync(supervisor_still_running, leftovers.short)
     if pid is not None:
         raise OwnershipError(
             f"a supervisor of execution {leftovers.short} still runs (pid {pid}), on another "
@@ -144,11 +145,10 @@ async def remove_subtask_branches(
     provider = LocalWorktreeProvider(root)
     for branch, worktree in worktrees.items():
         subtask = branch.rpartition("/")[2]
+        held = True  # a branch that is gone holds nothing to lose
         if await branch_exists(root, branch):
             head = await rev_parse(root, branch_ref(branch))
-            held = [h for h in holders if await is_ancestor(root, head, h)]
-        else:
-            held = holders
+            held = any([await is_ancestor(root, head, h) for h in holders])
         if not held and not force:
             where = f" and its worktree {worktree}" if worktree else ""
             verb = "hold" if worktree else "holds"

@@ -57,6 +57,16 @@ def owner_alive(row: ExecutionRow, now: datetime | None = None) -> bool:
     return row.lease_expires_at > format_timestamp(now or datetime.now(UTC))
 
 
+def supervisor_alive(pid: int, execution_id: str) -> bool:
+    """Whether `pid` is a live supervisor of `execution_id` (its title or command line
+    names the execution: not a pid reused by another kairo process)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return execution_id.encode() in cmdline and kairo_process_alive(pid)
+
+
 def kairo_process_alive(pid: int) -> bool:
     """Whether `pid` runs, and runs kairo-orch (not a reused pid, not a zombie): its
     command line says so, or its name does. A supervisor forked from `start` keeps the

@@ -120,8 +120,11 @@ class AppendUnanswered(EnvironmentProblem):
         self.attempted = list(attempted)
 
 
-def append_landed(row: ExecutionRow, *, expected_version: int, attempted: AppendUnanswered) -> bool:
-    """Whether an unanswered append committed, read from the row as it is now.
+def append_landed(
+    row: ExecutionRow, *, expected_version: int, unanswered: AppendUnanswered
+) -> bool:
+    """Whether an unanswered append committed, read from the row once no write to it is
+    in flight (`settled_row`: a commit whose connection dropped may still be finishing).
 
     Every write bumps the version, so a row still at `expected_version` took nothing: the
     append may be made again. A head that is the last attempted event's hash (which covers
@@ -130,7 +133,7 @@ def append_landed(row: ExecutionRow, *, expected_version: int, attempted: Append
     """
     if row.version == expected_version:
         return False
-    last = attempted.attempted[-1] if attempted.attempted else None
+    last = unanswered.attempted[-1] if unanswered.attempted else None
     if (
         last is not None
         and row.version == expected_version + 1
@@ -157,7 +160,7 @@ def match_execution_id(execution_ids: Iterable[str], prefix_or_short: str) -> st
         i for i in ids if i.lower().startswith(wanted) or short_id(i) == wanted
     )
     if not matches:
-        raise UsageError(f"no execution matches {prefix_or_short}")
+        raise UnknownExecution(prefix_or_short)
     if len(matches) > 1:
         shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
         raise UsageError(
@@ -221,6 +224,11 @@ class DurableExecutionStore(Protocol):
         ...
 
     def get_execution(self, execution_id: str) -> ExecutionRow | None: ...
+
+    def settled_row(self, execution_id: str) -> ExecutionRow | None:
+        """`get_execution`, read under the row's write lock: after any write to it that is
+        still in flight (a commit whose answer was lost) has ended."""
+        ...
 
     def list_executions(self, *, repository: str | None = None) -> list[ExecutionRow]:
         """Newest first (created_at, then execution_id); with `repository`, only its own

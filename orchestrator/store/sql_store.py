@@ -316,6 +316,14 @@ class SqlStore(abc.ABC):
         except UnknownExecution:
             return None
 
+    def settled_row(self, execution_id: str) -> ExecutionRow | None:
+        try:
+            with self._transaction(write=True) as cursor:
+                self._head(cursor, execution_id, lock=True)
+                return self._row(cursor, execution_id)
+        except UnknownExecution:
+            return None
+
     def list_executions(self, *, repository: str | None = None) -> list[ExecutionRow]:
         where, parameters = "", []
         if repository is not None:

@@ -100,6 +100,8 @@ class SqliteStore(SqlStore):
             now = self.path.stat()
         except FileNotFoundError:
             now = None
+        except OSError as error:
+            raise EnvironmentProblem(f"cannot use the store at {self.path}: {error}") from error
         if now is None or (now.st_dev, now.st_ino) != self._file:
             raise StoreLost(
                 f"the store at {self.path} was "

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 import structlog
@@ -270,15 +271,17 @@ class TmuxServer:
             if await self.has_session(name):
                 raise
 
-    async def session_names(self) -> list[str]:
-        """Every session's name; none when no server runs."""
+    async def sessions(self) -> dict[str, Path]:
+        """Every session's name and the directory it was started in; none when no server
+        runs."""
         try:
-            text = await self._run(["list-sessions", "-F", "#{session_name}"])
+            text = await self._run(["list-sessions", "-F", "#{session_name}\t#{session_path}"])
         except StepFailed as error:
             if any(marker in error.message for marker in _NO_SERVER):
-                return []
+                return {}
             raise
-        return text.splitlines()
+        found = (line.partition("\t") for line in text.splitlines())
+        return {name: Path(path) for name, _, path in found}
 
     async def list_panes(self, session: str) -> list[PaneInfo]:
         """Every pane of every window of `session`."""

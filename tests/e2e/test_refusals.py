@@ -368,10 +368,36 @@ def test_two_starts_of_one_plan_at_the_same_instant_run_it_once(kairo: Kairo, re
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=plan_texts())
-def test_a_sample_of_fuzzed_plans_through_the_real_command(kairo: Kairo, text: str) -> None:
+def test_a_sample_of_fuzzed_plans_through_the_real_command(
+    kairo: Kairo, repo: Path, text: str
+) -> None:
     # The in-process campaign (tests/core/test_plan_fuzz.py), a dozen through `validate` as
-    # a user runs it: one of the documented exits, one sentence, never a traceback.
+    # a user runs it: one of the documented exits, one sentence, never a traceback, within
+    # 200 MB; a plan it refuses, `start` refuses too, creating nothing.
     plan = kairo.write_plan(text, "fuzzed.yaml")
-    done = kairo.run("validate", str(plan), timeout=30)
-    assert done.returncode in (0, 2, 5), done.stderr
-    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    code, stderr, peak_mb = _measured(kairo, "validate", str(plan))
+    assert code in (0, 2, 5), stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert peak_mb < 200, f"validate took {peak_mb:.0f} MB"
+    if code == 2:
+        started = kairo.run("start", str(plan), "--detach", timeout=30)
+        assert started.returncode == 2, started.stderr
+        assert_nothing_created(kairo, repo)
+
+
+def _measured(kairo: Kairo, *args: str) -> tuple[int, str, float]:
+    """A kairo-orch command's exit code, stderr and peak resident memory (MB)."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli.main", *args],
+        cwd=kairo.repo,
+        env=kairo.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as command:
+        assert command.stderr is not None
+        stderr = command.stderr.read()
+        _, status, usage = os.wait4(command.pid, 0)
+        command.returncode = os.waitstatus_to_exitcode(status)
+    return command.returncode, stderr, usage.ru_maxrss / 1024

@@ -47,6 +47,7 @@ class PrivateCluster:
         self.port = _free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self._pg_ctl = _program("pg_ctl") or ""
+        self._databases = 0
 
     def _as_owner(self, argv: list[str]) -> list[str]:
         return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
@@ -76,23 +77,34 @@ class PrivateCluster:
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._ctl("-o", options, "-l", str(self.directory / "server.log"), "-w", "start")
 
+    def new_database(self) -> str:
+        """The URL of a new, empty database of this server."""
+        import psycopg
+
+        self._databases += 1
+        name = f"kairo_{self._databases}"
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        return self.url.rpartition("/")[0] + f"/{name}"
+
     def stop(self, mode: str = "fast") -> None:
         """`fast` ends every session and shuts down cleanly; `immediate` is a crash."""
         self._ctl("-m", mode, "-w", "stop")
 
 
+class NoServerPrograms(Exception):
+    """No `initdb` or `pg_ctl` on this machine."""
+
+
 @contextmanager
-def private_postgres() -> Iterator[PrivateCluster]:
+def running_cluster() -> Iterator[PrivateCluster]:
     """A running server of its own, stopped (whatever state it is in) and removed after.
 
-    Its directory is not the test's: pytest's is readable by root only, and the server
+    Its directory is not the caller's: pytest's is readable by root only, and the server
     runs as `postgres`."""
     initdb = _program("initdb")
     if initdb is None or _program("pg_ctl") is None:
-        reason = "no initdb or pg_ctl (PostgreSQL's server programs) on this machine"
-        if postgres.REQUIRED:
-            pytest.fail(f"{reason}, and KAIRO_TEST_REQUIRE_POSTGRES=1 requires them")
-        pytest.skip(f"{reason}; CI runs these tests")
+        raise NoServerPrograms("no initdb or pg_ctl (PostgreSQL's server programs) here")
     cluster = PrivateCluster(Path(tempfile.mkdtemp(prefix="kairo-test-postgres-")))
     try:
         cluster.init(initdb)
@@ -102,3 +114,15 @@ def private_postgres() -> Iterator[PrivateCluster]:
         with suppress(subprocess.CalledProcessError):
             cluster.stop("immediate")
         shutil.rmtree(cluster.directory, ignore_errors=True)
+
+
+@contextmanager
+def private_postgres() -> Iterator[PrivateCluster]:
+    """`running_cluster`, or the test skipped (failed where CI requires PostgreSQL)."""
+    try:
+        with running_cluster() as cluster:
+            yield cluster
+    except NoServerPrograms as missing:
+        if postgres.REQUIRED:
+            pytest.fail(f"{missing}, and KAIRO_TEST_REQUIRE_POSTGRES=1 requires them")
+        pytest.skip(f"{missing}; CI runs these tests")

@@ -60,7 +60,7 @@ async def test_a_spare_the_full_disk_cannot_switch_leaves_no_branch(
     first = await provider.create("s0", "kairo-subtasks/p/abcdef/s0", "HEAD~1", disk / "wt" / "s0")
     await provider.release(first.path)
 
-    with pytest.raises(StepFailed):
+    with pytest.raises(StepFailed, match=r"unable to write file .*is full"):
         await provider.create("s1", "kairo-subtasks/p/abcdef/s1", "HEAD", disk / "wt" / "s1")
 
     assert not await branch_exists(big_repo, "kairo-subtasks/p/abcdef/s1")

@@ -14,6 +14,7 @@ import trio
 
 from orchestrator.core import events as ev
 from orchestrator.errors import EnvironmentProblem, OwnershipError, StoreLost
+from orchestrator.runtime import journal as journal_module
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim
 from orchestrator.runtime.state_reader import read_state
@@ -41,13 +42,13 @@ def unanswered(attempted: list[StoredEvent]) -> AppendUnanswered:
 
 
 def test_an_append_that_left_the_version_as_it_was_did_not_land() -> None:
-    assert append_landed(ROW, expected_version=7, attempted=unanswered(ATTEMPTED)) is False
-    assert append_landed(ROW, expected_version=7, attempted=unanswered([])) is False
+    assert append_landed(ROW, expected_version=7, unanswered=unanswered(ATTEMPTED)) is False
+    assert append_landed(ROW, expected_version=7, unanswered=unanswered([])) is False
 
 
 def test_an_append_whose_last_event_is_the_head_landed() -> None:
     landed = replace(ROW, version=8, head_seq=5, head_hash="h5")
-    assert append_landed(landed, expected_version=7, attempted=unanswered(ATTEMPTED)) is True
+    assert append_landed(landed, expected_version=7, unanswered=unanswered(ATTEMPTED)) is True
 
 
 @pytest.mark.parametrize(
@@ -60,9 +61,9 @@ def test_an_append_whose_last_event_is_the_head_landed() -> None:
 )
 def test_anything_else_is_another_writer(found: ExecutionRow) -> None:
     with pytest.raises(ConcurrentUpdate):
-        append_landed(found, expected_version=7, attempted=unanswered(ATTEMPTED))
+        append_landed(found, expected_version=7, unanswered=unanswered(ATTEMPTED))
     with pytest.raises(ConcurrentUpdate):
-        append_landed(found, expected_version=7, attempted=unanswered([]))
+        append_landed(found, expected_version=7, unanswered=unanswered([]))
 
 
 def new_journal(store: SqlStore) -> Journal:
@@ -166,6 +167,20 @@ async def test_a_sqlite_store_deleted_or_replaced_is_noticed_at_the_next_append(
         path.write_bytes(b"")
         with pytest.raises(StoreLost, match="replaced by another file"):
             await journal.append([beat(2)])
+
+
+async def test_a_store_deleted_while_agents_run_is_noticed_by_the_next_lease_renewal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "HEARTBEAT_SECONDS", 0.05)
+    path = tmp_path / "kairo.db"
+    with SqliteStore(path) as store:
+        journal = new_journal(store)
+        path.unlink()
+        lost = pytest.RaisesExc(StoreLost, match="the log of execution E1 is gone with it")
+        with pytest.RaisesGroup(lost), trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(journal.keep_lease, "RUNNING")
 
 
 async def test_a_postgresql_store_whose_tables_were_dropped_is_lost() -> None:
