@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -140,8 +141,8 @@ class Lab:
     runs_made: int = 0
 
     def __post_init__(self) -> None:
-        self.tmux_dir = self.root / "tmux"
-        self.tmux_dir.mkdir(parents=True, exist_ok=True)
+        # Not in `root`: a socket's path must fit in 108 bytes, and pytest's are long.
+        self.tmux_dir = Path(tempfile.mkdtemp(prefix="kairo-chaos-tmux-", dir="/tmp"))
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
         self.env = {
             **keep,
@@ -193,6 +194,7 @@ class Lab:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.tmux("kill-server")
+        shutil.rmtree(self.tmux_dir, ignore_errors=True)
 
     def server_pid(self) -> int | None:
         """Its tmux server's, while it runs (it ends with its last session)."""

@@ -385,19 +385,29 @@ def test_a_sample_of_fuzzed_plans_through_the_real_command(
         assert_nothing_created(kairo, repo)
 
 
+#: A kairo-orch command that writes its peak resident memory (VmHWM, kB) to argv[1]: that
+#: of its own address space, unlike a wait4's ru_maxrss, which holds the size of the
+#: process it was forked from (pytest's, hundreds of MB late in a run).
+MEASURED = """\
+import sys
+from orchestrator.cli.main import run
+code = run(sys.argv[2:])
+status = open("/proc/self/status").read()
+open(sys.argv[1], "w").write(status.split("VmHWM:")[1].split()[0])
+sys.exit(code)
+"""
+
+
 def _measured(kairo: Kairo, *args: str) -> tuple[int, str, float]:
     """A kairo-orch command's exit code, stderr and peak resident memory (MB)."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli.main", *args],
+    peak = kairo.repo.parent / "peak-kb"
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED, str(peak), *args],
         cwd=kairo.repo,
         env=kairo.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
+        capture_output=True,
         text=True,
-    ) as command:
-        assert command.stderr is not None
-        stderr = command.stderr.read()
-        _, status, usage = os.wait4(command.pid, 0)
-        command.returncode = os.waitstatus_to_exitcode(status)
-    return command.returncode, stderr, usage.ru_maxrss / 1024
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    return done.returncode, done.stderr, int(peak.read_text()) / 1024
