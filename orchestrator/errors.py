@@ -1,7 +1,7 @@
 """Every error kairo-orch raises on purpose, under one root.
 
 The CLI turns each into one or two sentences on stderr and the exit code of
-`shared/spec/cli.md`; anything else that escapes is a bug and is reported as such.
+docs/cli.md; anything else that escapes is a bug and is reported as such.
 
     KairoError                      exit 1   (root; rarely raised bare)
     ├── UsageError                  exit 2   bad arguments, unknown or ambiguous execution id
@@ -10,6 +10,7 @@ The CLI turns each into one or two sentences on stderr and the exit code of
     ├── OwnershipError              exit 4   another supervisor owns it; an interrupted run exists
     ├── EnvironmentProblem          exit 5   not a git repository; git or tmux missing; no store
     │   ├── StoreSchemaError        exit 5   the store's schema is newer than this program
+    │   ├── LogFromNewerVersion     exit 5   an event of a schema version newer than this program
     │   └── StoreLost               exit 5   the store was deleted or replaced under a run
     └── StepFailed                  exit 1   a git, tmux or agent step failed inside a run
 """
@@ -78,6 +79,10 @@ class EnvironmentProblem(KairoError):
 
 class StoreSchemaError(EnvironmentProblem):
     pass
+
+
+class LogFromNewerVersion(EnvironmentProblem):
+    """A correctly chained log holding an event this version cannot read: upgrade."""
 
 
 class StoreLost(EnvironmentProblem):

@@ -11,7 +11,7 @@ history, so every constraint is a pure function and tests in microseconds. Actio
                     further attempt starts
 
 Users add their own constraint through the `kairo_orch.constraints` entry point group: an
-object with `name`, `validate(context)` and `on_violation(validation)` (see the README).
+object with `name`, `validate(context)` and `on_violation(validation)` (docs/operations.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.upcasting import upcast
 
+#: The shape of every payload written now; bumped with an upcaster (upcasting.py).
 SCHEMA_VERSION = 1
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
@@ -349,5 +351,9 @@ def to_record(event: ExecutionEvent) -> tuple[str, dict[str, Any]]:
     return event.type, payload
 
 
-def from_record(event_type: str, payload: dict[str, Any]) -> ExecutionEvent:
-    return _ADAPTER.validate_python({"type": event_type, **payload})
+def from_record(
+    event_type: str, payload: dict[str, Any], schema_version: int = SCHEMA_VERSION
+) -> ExecutionEvent:
+    """The event a stored row holds, written at `schema_version` (upcasting.py)."""
+    current = upcast(event_type, schema_version, payload, current=SCHEMA_VERSION)
+    return _ADAPTER.validate_python({"type": event_type, **current})

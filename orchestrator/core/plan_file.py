@@ -1,4 +1,4 @@
-"""`plan.yaml` (shared/spec/plan.md) as written, and `load_plan`, which turns it into the
+"""`plan.yaml` (docs/plan.md) as written, and `load_plan`, which turns it into the
 ResolvedPlan the supervisor runs.
 
 Loading has three layers, each reporting every problem it finds with `file:line:col`:

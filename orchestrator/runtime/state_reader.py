@@ -9,7 +9,7 @@ from __future__ import annotations
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState, apply, fold
-from orchestrator.store.base import DurableExecutionStore
+from orchestrator.store.base import DurableExecutionStore, StoredEvent
 
 
 def read_state(store: DurableExecutionStore, execution_id: str) -> ExecutionState:
@@ -21,16 +21,18 @@ def read_state(store: DurableExecutionStore, execution_id: str) -> ExecutionStat
         stored = store.read_events(execution_id, after_seq=seq - 1)
         if stored and stored[0].seq == seq and stored[0].event_hash == event_hash:
             for row_event in stored[1:]:
-                state = apply(
-                    state, ev.from_record(row_event.event_type, row_event.payload), row_event.seq
-                )
+                state = apply(state, _event(row_event), row_event.seq)
             return state
     stored = store.read_events(execution_id)
-    return fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
+    return fold(execution_id, (_event(e) for e in stored))
 
 
 def advance_state(store: DurableExecutionStore, state: ExecutionState) -> ExecutionState:
     """`state` with the events appended since it was read: what a poll reads, not the log."""
     for stored in store.read_events(state.execution_id, after_seq=state.seq):
-        state = apply(state, ev.from_record(stored.event_type, stored.payload), stored.seq)
+        state = apply(state, _event(stored), stored.seq)
     return state
+
+
+def _event(stored: StoredEvent) -> ev.ExecutionEvent:
+    return ev.from_record(stored.event_type, stored.payload, stored.schema_version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,6 +142,20 @@ def test_the_example_of_plan_md_resolves() -> None:
     assert loaded.warnings == (
         "plan.yaml:42:5: subtasks 'extract-auth' and 'fstrings-2' both own src/auth/__init__.py",
     )
+
+
+def test_the_plan_of_the_readme_is_a_plan() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    tracked = ["shop/cart.py", "shop/util.py", "shop/orders/order.py"]
+    loaded = load_plan(example, "plan.yaml", tracked)
+    assert [s.id for s in loaded.plan.subtasks] == [
+        "fstrings-1",
+        "fstrings-2",
+        "rename-helper",
+        "receipt",
+    ]
+    assert loaded.warnings == ()
 
 
 def test_defaults_of_a_minimal_plan() -> None:

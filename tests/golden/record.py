@@ -1,0 +1,160 @@
+"""Record a golden log: `python -m tests.golden.record NAME`, one of RECORDINGS.
+
+Runs a real execution (shell agents, real git and tmux, the SQLite store) in a scratch
+project and keeps its log and what it folds to in tests/golden/NAME/ (logs.py). Record a
+log once, when a kind of execution has none yet; never again to make a test pass: a golden
+log that no longer folds as it did is an upgrade that breaks users' executions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.runtime.state_reader import read_state
+from orchestrator.store.sqlite import SqliteStore
+from tests.golden import logs
+
+AGENT = "agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}\n"
+
+
+class Scratch:
+    def __init__(self, root: Path) -> None:
+        self.repo = root / "project"
+        self.repo.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX"))}
+        self.env.update(KAIRO_TMUX_SOCKET=f"kairo-golden-{os.getpid()}", TMUX_TMPDIR=str(root))
+        for args in (
+            ["init", "-q", "-b", "main"],
+            ["config", "user.name", "Golden"],
+            ["config", "user.email", "golden@example.com"],
+        ):
+            self.git(*args)
+        (self.repo / "f.txt").write_text("one\ntwo\nthree\n")
+        self.git("add", ".")
+        self.git("commit", "-q", "-m", "a project")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=self.repo, check=True, capture_output=True, text=True
+        ).stdout
+
+    def kairo(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli.main", *args],
+            cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    def plan(self, text: str) -> str:
+        path = self.repo.parent / "plan.yaml"
+        path.write_text(text)
+        return str(path)
+
+    def status(self) -> dict[str, object]:
+        return dict(json.loads(self.kairo("status", "--json").stdout))
+
+    def until(self, predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the execution never got there")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.env["KAIRO_TMUX_SOCKET"], "kill-server"],
+                       env=self.env, capture_output=True, check=False)  # fmt: skip
+
+
+def completed(s: Scratch) -> None:
+    """Three subtasks, one after another, all merged."""
+    plan = s.plan(
+        "version: 1\nname: golden-completed\n" + AGENT + "subtasks:\n  - id: a\n"
+        "  - id: b\n    depends_on: [a]\n  - id: c\n    depends_on: [b]\n"
+    )
+    s.kairo("start", plan, "--wait")
+
+
+def paused(s: Scratch) -> None:
+    """Two agents running when their supervisor was killed with -9."""
+    plan = s.plan(
+        "version: 1\nname: golden-paused\n"
+        "agent: {kind: shell, run: 'sleep 60; echo x > $KAIRO_SUBTASK_ID.txt'}\n"
+        "subtasks:\n  - id: left\n  - id: right\n"
+    )
+    s.kairo("start", plan, "--detach")
+    runs = s.repo / ".git" / "kairo" / "runs"
+    s.until(lambda: len(list(runs.glob("*/*/*/started.json"))) == 2)
+    pid = s.status()["supervisor_pid"]
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)
+    s.until(lambda: s.status()["status"] == "PAUSED")
+
+
+def stopped(s: Scratch) -> None:
+    """Stopped gracefully while one subtask ran and another waited for it."""
+    plan = s.plan(
+        "version: 1\nname: golden-stopped\n"
+        "agent: {kind: shell, run: 'sleep 2; echo x > $KAIRO_SUBTASK_ID.txt'}\n"
+        "subtasks:\n  - id: first\n  - id: then\n    depends_on: [first]\n"
+    )
+    s.kairo("start", plan, "--detach")
+    runs = s.repo / ".git" / "kairo" / "runs"
+    s.until(lambda: len(list(runs.glob("*/*/*/started.json"))) == 1)
+    s.kairo("stop", "--wait")
+
+
+def conflicts_and_retries(s: Scratch) -> None:
+    """A conflict between two subtasks, a verify that fails once and then passes, and an
+    agent that changes nothing until it has no attempts left."""
+    marker = s.repo.parent / "tried"
+    plan = s.plan(
+        "version: 1\nname: golden-conflicts\nmax_parallel: 1\n" + AGENT + "subtasks:\n"
+        "  - id: one\n    agent: {run: \"sed -i 's/^one$/ONE/' f.txt\"}\n"
+        "  - id: uno\n    agent: {run: \"sed -i 's/^one$/Uno/' f.txt\"}\n"
+        "  - id: twice\n    verify: test -f done.txt\n"
+        f"    agent: {{run: 'if [ -e {marker} ]; then echo ok > done.txt;"
+        f" else touch {marker}; echo half > half.txt; fi'}}\n"
+        "  - id: idle\n    limits: {max_attempts: 2}\n    agent: {run: 'true'}\n"
+    )
+    s.kairo("start", plan, "--wait")
+
+
+RECORDINGS: dict[str, Callable[[Scratch], None]] = {
+    "completed": completed,
+    "paused": paused,
+    "stopped": stopped,
+    "conflicts_and_retries": conflicts_and_retries,
+}
+
+
+def record(name: str) -> Path:
+    folder = logs.HERE / name
+    with tempfile.TemporaryDirectory(prefix="kairo-golden-", dir="/var/tmp") as root:
+        scratch = Scratch(Path(root))
+        try:
+            RECORDINGS[name](scratch)
+            execution_id = str(scratch.status()["execution_id"])
+            database = scratch.repo / ".git" / "kairo" / "kairo.db"
+            logs.dump(database, execution_id, folder)
+            with SqliteStore(database) as store:
+                state = read_state(store, execution_id)
+                row = store.get_execution(execution_id)
+                assert row is not None
+        finally:
+            scratch.close()
+    document, report = logs.folded(state, row)
+    (folder / "status.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    (folder / "report.md").write_text(report, encoding="utf-8")
+    return folder
+
+
+if __name__ == "__main__":
+    for wanted in sys.argv[1:] or sorted(RECORDINGS):
+        print(record(wanted))

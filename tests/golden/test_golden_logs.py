@@ -1,0 +1,32 @@
+"""Logs written by earlier versions verify, fold and report as they did (logs.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.runtime.state_reader import read_state
+from orchestrator.store.sqlite import SqliteStore
+from tests.golden import logs
+
+
+def test_there_are_golden_logs_of_every_kind() -> None:
+    assert logs.golden_names() == ["completed", "conflicts_and_retries", "paused", "stopped"]
+
+
+@pytest.mark.parametrize("name", logs.golden_names())
+def test_a_golden_log_verifies_and_folds_as_it_did(name: str, tmp_path: Path) -> None:
+    folder = logs.HERE / name
+    database = tmp_path / "kairo.db"
+    SqliteStore(database).close()  # the schema of today's code
+    row = logs.load(folder, database)
+
+    with SqliteStore(database) as store:
+        assert store.verify(row.execution_id) == (row.head_seq, row.head_hash)
+        state = read_state(store, row.execution_id)
+
+    document, report = logs.folded(state, row)
+    assert document == json.loads((folder / "status.json").read_text(encoding="utf-8"))
+    assert report == (folder / "report.md").read_text(encoding="utf-8")
