@@ -37,7 +37,7 @@ format: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-# The performance targets of issue 6, beside raw git/tmux/sqlite baselines: a table and bench.json.
+# The performance targets, beside raw git/tmux/sqlite baselines: a table and bench.json.
 # Bytecode first: with PYTHONDONTWRITEBYTECODE set (as on this project's machines), every
 # supervisor would compile kairo's own modules anew, which a pip install does once.
 bench: $(STAMP)

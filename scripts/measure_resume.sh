@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resume re-attach time: two running agents, the supervisor killed with -9, then resume.
 set -euo pipefail
-K=/work/main/.venv/bin/kairo-orch
+K="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/kairo-orch"
 export KAIRO_TMUX_SOCKET=kairo-measure-$$
 for run in 1 2 3 4 5; do
   d=$(mktemp -d); cd "$d"; git init -q -b main; git -c user.name=a -c user.email=a@b commit -q --allow-empty -m i

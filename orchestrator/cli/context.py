@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import kairo_dir
 from orchestrator.core.events import EndStatus
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status, status_document
@@ -17,7 +18,7 @@ from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.running_usage import running_usage
 from orchestrator.runtime.state_reader import read_state
-from orchestrator.store import default_store_path, open_store
+from orchestrator.store import open_store
 from orchestrator.store.base import DurableExecutionStore, ExecutionRow
 
 _END_STATUSES: tuple[str, ...] = typing.get_args(EndStatus)
@@ -130,7 +131,11 @@ def open_workspace(
     acts on an execution that must exist), a default store not made yet is not made now:
     `NoExecutionYet` instead, and the repository is left as it was."""
     paths = repository_at(repo)
-    if not create and store_url is None and not default_store_path(paths.git_common_dir).exists():
+    if (
+        not create
+        and store_url is None
+        and not kairo_dir.default_store(paths.git_common_dir).exists()
+    ):
         raise NoExecutionYet
     with workspace_at(paths, store_url) as ws:
         yield ws

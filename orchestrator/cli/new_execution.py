@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import click
 
+from orchestrator import kairo_dir
 from orchestrator.cli.context import Workspace, repository_at, workspace_at
 from orchestrator.cli.launch import launch
 from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
@@ -23,7 +24,6 @@ from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
 from orchestrator.runtime.supervisor_process import PendingSupervisor
-from orchestrator.store import default_store_path
 from orchestrator.store.base import NewEvent
 from orchestrator.store.ulid import new_ulid
 from orchestrator.tmux.interactive import tmux_version
@@ -49,7 +49,7 @@ def start_execution(
     # holds. With no store yet there is none, so those refusals come before the store is
     # made: a start refused creates nothing, not even the store's file.
     ready = None
-    if store_url is None and not default_store_path(paths.git_common_dir).exists():
+    if store_url is None and not kairo_dir.default_store(paths.git_common_dir).exists():
         ready = _ready_to_start(paths, checked)
         if checked.loaded.plan.integration_branch:
             _refuse_a_taken_branch(paths, checked, checked.loaded.plan.integration_branch)
@@ -81,7 +81,7 @@ def _one_start_at_a_time(paths: RepoPaths) -> Iterator[Callable[[], None]]:
     same instant would otherwise both see none, and run every agent twice. An flock, which
     the kernel lets go of if this process dies; one repository's, so starts from clones on
     other machines sharing a PostgreSQL store are not held by it."""
-    path = paths.git_common_dir / "kairo" / "start.lock"
+    path = kairo_dir.start_lock(paths.git_common_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     held = [descriptor]

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import kairo_dir
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
 
 #: `git merge-tree --write-tree`, which integration depends on, appeared in git 2.38.
@@ -64,7 +65,7 @@ class RepoPaths:
     @property
     def runs(self) -> Path:
         """Where each execution's run folder (its logs, the agents' output) goes."""
-        return self.git_common_dir / "kairo" / "runs"
+        return kairo_dir.runs(self.git_common_dir)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from orchestrator import kairo_dir
 from orchestrator.git.repo import git_sync
 
 POOL = ".spares"
@@ -29,11 +30,6 @@ def spare_pool(worktree: Path, git_common_dir: Path) -> Path:
     (laid out as `<root>/<execution>/<name>`)."""
     digest = hashlib.sha256(os.fsencode(git_common_dir)).hexdigest()[:8]
     return worktree.parent.parent / POOL / f"{git_common_dir.parent.name}-{digest}"
-
-
-def legacy_pool(git_common_dir: Path) -> Path:
-    """Where kairo-orch kept every spare while worktrees lived in the git directory."""
-    return git_common_dir / "kairo" / "spare-worktrees"
 
 
 def spares_in(pool: Path, *, adding: bool = False) -> list[Path]:
@@ -119,7 +115,7 @@ def read_path(file: Path, *, prefix: bytes = b"") -> Path | None:
 def pools_of(worktrees: Iterable[Path], git_common_dir: Path) -> list[Path]:
     """The pools that hold some of `worktrees` (git's list of one repository's): in each
     root it used, and the old one."""
-    legacy = legacy_pool(git_common_dir)
+    legacy = kairo_dir.legacy_spares(git_common_dir)
     return sorted(
         {w.parent for w in worktrees if w.parent.parent.name == POOL or w.parent == legacy}
     )

@@ -39,7 +39,7 @@ submodule's repository, names its administrative directory by a relative path (g
 Neither way is atomic: a kill between the rename and the rewrite leaves the worktree at its
 new place with git looking for it at the old one, and the next `worktree prune` would
 delete its administrative directory, orphaning it. So each move is written down first
-(`kairo/worktree-move` of the git directory: `move_journal`), and whoever takes the lock
+(`kairo_dir.move_journal`), and whoever takes the lock
 next finishes it with `git worktree repair`.
 """
 
@@ -70,10 +70,6 @@ from orchestrator.git.spare_pools import (
     spares_in,
     write_size,
 )
-
-
-def move_journal(git_common_dir: Path) -> Path:
-    return git_common_dir / "kairo" / "worktree-move"
 
 
 def _same_file_system(a: Path, b: Path) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from orchestrator import kairo_dir
 from orchestrator.errors import StepFailed
 from orchestrator.git.failed_fills import forget_branch_of_a_failed_switch, if_full
 from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
@@ -33,7 +34,6 @@ from orchestrator.git.spare_worktrees import (
     SparesRemoved,
     detach_if_plain,
     finish_interrupted_move,
-    move_journal,
     move_worktree,
     put_aside,
     remove_spares,
@@ -42,7 +42,7 @@ from orchestrator.git.spare_worktrees import (
 )
 from orchestrator.git.workspace_port import Workspace, WorkspaceKind
 from orchestrator.git.worktree_lock import WorktreeLock
-from orchestrator.git.worktree_paths import LEGACY_ROOT, prepare_target, resolve
+from orchestrator.git.worktree_paths import prepare_target, resolve
 
 #: How long cleanup after a failed or cancelled create may take before it is abandoned.
 _ROLLBACK_TIMEOUT = 30.0
@@ -79,7 +79,7 @@ class LocalWorktreeProvider:
         self.repo_root = paths.toplevel
         self._common_dir = paths.git_common_dir
         self._lock = lock or WorktreeLock.for_repository(paths.git_common_dir)
-        self._journal = move_journal(paths.git_common_dir)
+        self._journal = kairo_dir.move_journal(paths.git_common_dir)
         self._spares_kept = spares_to_keep(os.environ) if spares_kept is None else spares_kept
         self._spare_budget = spare_bytes(os.environ) if spare_budget is None else spare_budget
 
@@ -213,7 +213,7 @@ class LocalWorktreeProvider:
     def _prepared(self, path: Path) -> Path:
         """`path` resolved, checked to be outside the repository, its parent made."""
         protected = (self.repo_root, self._common_dir)
-        return prepare_target(path, protected, self._common_dir / LEGACY_ROOT)
+        return prepare_target(path, protected, kairo_dir.legacy_worktrees(self._common_dir))
 
     async def _put_back_a_spare_cut_short(self, path: Path, branch: str) -> bool:
         """Whether a spare was at `path` and went back to the spares.

@@ -20,6 +20,8 @@ from typing import ClassVar
 
 import trio
 
+from orchestrator import kairo_dir
+
 #: How often a task waiting on another process's lock tries again: the commands it waits
 #: on take milliseconds, and the wait is rare (another kairo-orch on the same repository).
 _RETRY_SECONDS = 0.002
@@ -32,7 +34,7 @@ class WorktreeLock:
     _by_repository: ClassVar[dict[Path, WorktreeLock]] = {}
 
     def __init__(self, git_common_dir: Path) -> None:
-        self.path = git_common_dir / "kairo" / "worktrees.lock"
+        self.path = kairo_dir.worktree_lock(git_common_dir)
         self._in_process = trio.Lock()
 
     @classmethod

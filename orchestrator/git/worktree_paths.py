@@ -15,10 +15,6 @@ from pathlib import Path
 
 from orchestrator.errors import StepFailed
 
-#: Where worktrees went, in the git directory, before they moved out of it (Claude Code
-#: refuses to edit any path with a `.git` directory in it): executions made then still
-#: have theirs there, relative to the git directory.
-LEGACY_ROOT = Path("kairo") / "worktrees"
 SUFFIX = ".kairo-worktrees"
 
 
@@ -57,8 +53,8 @@ def prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> P
     """The resolved worktree path, its parent created; refuses unusable paths.
 
     `reserved` is the one place inside the protected roots that is ours: the directory of
-    the git directory where worktrees went before (LEGACY_ROOT), which executions of then
-    still use.
+    the git directory where worktrees went before (`kairo_dir.legacy_worktrees`), which
+    executions of then still use.
     """
     path = resolve(path)
     inside_reserved = path.is_relative_to(resolve(reserved))

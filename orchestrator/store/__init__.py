@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from orchestrator import kairo_dir
 from orchestrator.errors import EnvironmentProblem, UsageError
 from orchestrator.store.base import (
     ConcurrentUpdate,
@@ -27,14 +28,8 @@ __all__ = [
     "SqliteStore",
     "StoredEvent",
     "UnknownExecution",
-    "default_store_path",
     "open_store",
 ]
-
-
-def default_store_path(git_common_dir: Path) -> Path:
-    """Inside `.git`, so every worktree shares it and no working tree ever shows it."""
-    return git_common_dir / "kairo" / "kairo.db"
 
 
 def _sqlite_path(url: str) -> Path:
@@ -65,7 +60,7 @@ def open_store(url: str | None, *, git_common_dir: Path) -> DurableExecutionStor
     opened.
     """
     if url is None:
-        path = default_store_path(git_common_dir)
+        path = kairo_dir.default_store(git_common_dir)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:

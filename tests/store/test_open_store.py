@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import kairo_dir
 from orchestrator.errors import EnvironmentProblem, UsageError
-from orchestrator.store import SqliteStore, default_store_path, open_store
+from orchestrator.store import SqliteStore, open_store
 from tests import postgres
 
 
@@ -17,7 +18,7 @@ def test_no_url_means_sqlite_inside_the_git_common_dir(tmp_path: Path) -> None:
     git_dir.mkdir()
     with open_store(None, git_common_dir=git_dir) as store:
         assert isinstance(store, SqliteStore)
-        assert store.path == git_dir / "kairo" / "kairo.db" == default_store_path(git_dir)
+        assert store.path == git_dir / "kairo" / "kairo.db" == kairo_dir.default_store(git_dir)
     assert (git_dir / "kairo" / "kairo.db").is_file()
 
 

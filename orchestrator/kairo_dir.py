@@ -1,0 +1,49 @@
+"""What kairo-orch keeps in a repository's git directory, all under `.git/kairo/` (the
+common one, shared by every worktree and never shown in a working tree): one place that
+knows the layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def kairo_dir(git_common_dir: Path) -> Path:
+    return git_common_dir / "kairo"
+
+
+def default_store(git_common_dir: Path) -> Path:
+    """The SQLite store, when no `--store` or KAIRO_STORE names another."""
+    return kairo_dir(git_common_dir) / "kairo.db"
+
+
+def runs(git_common_dir: Path) -> Path:
+    """Each execution's run folder, `runs/<id>/`: its supervisor's log, the agents'
+    prompts, output and results, its report."""
+    return kairo_dir(git_common_dir) / "runs"
+
+
+def start_lock(git_common_dir: Path) -> Path:
+    """Held by a `start` from its look for a running execution of the plan until the new
+    supervisor runs."""
+    return kairo_dir(git_common_dir) / "start.lock"
+
+
+def worktree_lock(git_common_dir: Path) -> Path:
+    """Held by every `git worktree` command kairo-orch runs on the repository."""
+    return kairo_dir(git_common_dir) / "worktrees.lock"
+
+
+def move_journal(git_common_dir: Path) -> Path:
+    """A spare's move under way, for whoever takes the worktree lock next to finish."""
+    return kairo_dir(git_common_dir) / "worktree-move"
+
+
+def legacy_worktrees(git_common_dir: Path) -> Path:
+    """Where worktrees went before they moved out of the git directory (Claude Code edits
+    nothing under it): executions made then still have theirs there."""
+    return kairo_dir(git_common_dir) / "worktrees"
+
+
+def legacy_spares(git_common_dir: Path) -> Path:
+    """Where every spare was kept while worktrees lived in the git directory."""
+    return kairo_dir(git_common_dir) / "spare-worktrees"
