@@ -47,3 +47,28 @@ def legacy_worktrees(git_common_dir: Path) -> Path:
 def legacy_spares(git_common_dir: Path) -> Path:
     """Where every spare was kept while worktrees lived in the git directory."""
     return kairo_dir(git_common_dir) / "spare-worktrees"
+
+
+def store_file(run_folder: Path) -> Path:
+    """The store URL an execution runs with, empty for the default store: the live view
+    reads it (daemon.write_live_view_store), and `clean` removes it, since a URL may hold
+    a password."""
+    return run_folder / "live-view-store"
+
+
+def run_folders_of(git_common_dir: Path, short: str) -> list[Path]:
+    """The run folders of the executions whose short id is `short`."""
+    return sorted(p for p in runs(git_common_dir).glob("*") if p.name.lower().endswith(short))
+
+
+def started_with_another_store(git_common_dir: Path, short: str, store_url: str | None) -> bool:
+    """Whether a run folder of `short` says its execution runs with a store other than
+    `store_url` (None: the default one): its log is there, not lost."""
+    for folder in run_folders_of(git_common_dir, short):
+        try:
+            recorded = store_file(folder).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if recorded != (store_url or ""):
+            return True
+    return False

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import trio
 
+from orchestrator import kairo_dir
 from orchestrator.cli.context import NoExecutionYet, Workspace, open_workspace, repository_at
 from orchestrator.cli.new_execution import tmux_socket
 from orchestrator.cli.options import common_options
@@ -98,7 +99,13 @@ def _leftovers_without_a_log(repo: Path, store_url: str | None, execution: str) 
             return None  # logged: cleaned as any execution is
     except (NoExecutionYet, UnknownExecution):
         pass
-    return trio.run(find_leftovers, repository_at(repo), _tmux(), short) or None
+    paths = repository_at(repo)
+    if kairo_dir.started_with_another_store(paths.git_common_dir, short, store_url):
+        raise UsageError(
+            f"execution {short} runs with another store than this one (its run folder says "
+            "so): its log is there; give `clean` that store (--store or KAIRO_STORE)"
+        )
+    return trio.run(find_leftovers, paths, _tmux(), short) or None
 
 
 def _tmux() -> TmuxServer:

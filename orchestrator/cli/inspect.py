@@ -62,7 +62,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
     render.executions(items)
     paths = repository_at(repo)
     logged = {short_id(str(item["execution_id"])) for item in items}
-    for short in unlogged_short_ids(paths.toplevel, logged):
+    for short in unlogged_short_ids(paths, logged, store_url):
         click.echo(
             f"execution {short} left subtask branches here but is in no log of this store "
             f"(its store was deleted, or it is another store's); `kairo-orch clean {short}` "

@@ -29,6 +29,7 @@ from orchestrator.tmux.interactive import attach_session
 
 EXIT_FAILED = 1
 EXIT_SUPERVISOR_DIED = 6
+EXIT_SIGINT = 130
 STARTUP_TIMEOUT_S = 20.0
 POLL_S = 0.05
 OUTAGE_POLL_S = 0.5
@@ -137,6 +138,21 @@ def wait_until_ended(
     """The outcome's exit code (0 for an end in `success`), once an end later than
     `after_seq` is in the log (a reopened execution's old end does not count)."""
     state = ws.state(execution_id)
+    try:
+        return _wait(ws, state, after_seq, success)
+    except KeyboardInterrupt:
+        # Only the waiting ends: the supervisor is a session of its own.
+        short = short_id(execution_id)
+        click.echo(
+            f"kairo-orch: stopped waiting; execution {execution_id} goes on "
+            f"(`kairo-orch status {short}` shows it, `kairo-orch stop {short}` stops it)",
+            err=True,
+        )
+        return EXIT_SIGINT
+
+
+def _wait(ws: Workspace, state: ExecutionState, after_seq: int, success: tuple[str, ...]) -> int:
+    execution_id = state.execution_id
     outage = StoreOutage()
     while True:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,11 +59,12 @@ def start_execution(
         if unended is not None:
             execution_id, status = unended
             if status != "PAUSED":
-                _refuse_a_second_run(execution_id, checked.loaded.plan, status)
+                _refuse_a_second_run(execution_id, checked.loaded.plan, status, checked.path)
             _offer_resume(
                 ws,
                 execution_id,
                 checked.loaded.plan.name,
+                checked.path,
                 wait=wait,
                 detach=detach,
                 supervisor=supervisor,
@@ -165,13 +167,15 @@ def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:
     return None
 
 
-def _refuse_a_second_run(execution_id: str, plan: ResolvedPlan, status: str) -> NoReturn:
+def _refuse_a_second_run(
+    execution_id: str, plan: ResolvedPlan, status: str, plan_path: Path
+) -> NoReturn:
     """The same agents twice, at twice the cost, is rarely what a second `start` means."""
     short = short_id(execution_id)
     another = (
         f"a second one needs an integration branch other than the plan's {plan.integration_branch}"
         if plan.integration_branch
-        else "`kairo-orch start --fresh` starts another beside it"
+        else f"`kairo-orch start --fresh {shlex.quote(str(plan_path))}` starts another beside it"
     )
     raise OwnershipError(
         f"execution {execution_id} of plan {plan.name} is {status}: `kairo-orch attach "
@@ -184,6 +188,7 @@ def _offer_resume(
     ws: Workspace,
     execution_id: str,
     plan_name: str,
+    plan_path: Path,
     *,
     wait: bool,
     detach: bool,
@@ -191,6 +196,7 @@ def _offer_resume(
     supervised: Callable[[], None],
 ) -> None:
     """An interrupted execution of the same plan is resumed, not silently run again."""
+    fresh = shlex.quote(str(plan_path))
     if sys.stdin.isatty() and sys.stdout.isatty():
         question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
         if click.confirm(question, default=True):
@@ -204,11 +210,11 @@ def _offer_resume(
                 supervised=supervised,
             )
             return
-        raise UsageError("nothing started: say `kairo-orch start --fresh` to start anew")
+        raise UsageError(f"nothing started: say `kairo-orch start --fresh {fresh}` to start anew")
     raise OwnershipError(
         f"execution {execution_id} of plan {plan_name} was interrupted: "
         f"`kairo-orch resume {short_id(execution_id)}` goes on with it, "
-        "or `kairo-orch start --fresh` starts a new one",
+        f"or `kairo-orch start --fresh {fresh}` starts a new one",
         execution_id=execution_id,
     )
 

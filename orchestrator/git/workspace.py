@@ -136,7 +136,9 @@ class LocalWorktreeProvider:
             if not await branch_exists(self.repo_root, branch):
                 return None
             path = await trio.to_thread.run_sync(resolve, path)
-            added = path not in await self._listed()
+            # Not listed, or listed with its directory gone (deleted by hand): added anew,
+            # git's stale record of it pruned first.
+            added = path not in await self._listed() or not await trio.Path(path).is_dir()
             if added:
                 if await trio.Path(path).exists():
                     raise StepFailed(f"{path} is in the way of the worktree of {branch!r}")

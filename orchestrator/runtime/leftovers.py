@@ -17,8 +17,9 @@ from pathlib import Path
 
 import trio
 
+from orchestrator import kairo_dir
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
-from orchestrator.errors import OwnershipError
+from orchestrator.errors import OwnershipError, StepFailed
 from orchestrator.git.execution_branches import kairo_branches
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import RepoPaths, git, has_uncommitted_work
@@ -61,12 +62,9 @@ async def find_leftovers(paths: RepoPaths, tmux: TmuxServer, short: str) -> Left
         for name, path in (await tmux.sessions()).items()
         if name.startswith("kairo-") and name.endswith(f"-{short}") and path == here
     ]
-    runs = paths.runs
-    found.run_folders = [
-        folder
-        for folder in await trio.to_thread.run_sync(lambda: sorted(runs.glob("*")))
-        if folder.name.lower().endswith(short)
-    ]
+    found.run_folders = await trio.to_thread.run_sync(
+        kairo_dir.run_folders_of, paths.git_common_dir, short
+    )
     return found
 
 
@@ -123,12 +121,29 @@ async def remove_leftovers(
     heads = [await rev_parse(root, branch_ref(b)) for b in leftovers.integration_branches]
     branches = {b: leftovers.worktrees.get(b) for b in leftovers.subtask_branches}
     lines += await remove_subtask_branches(root, branches, heads, force=force)
-    lines += [f"kept the integration branch {b}" for b in leftovers.integration_branches]
+    for branch, head in zip(leftovers.integration_branches, heads, strict=True):
+        holder = await _another_branch_holding(root, head)
+        if holder is not None and await delete_branch(root, branch):
+            # Nothing was merged into it (it is still at a commit of yours): clutter.
+            lines.append(f"deleted the integration branch {branch} (its head is on {holder})")
+        else:
+            lines.append(f"kept the integration branch {branch}")
     for folder in leftovers.run_folders:
         # What the live view read its store URL from, which may hold a password.
         await trio.Path(live_view_store_path(folder)).unlink(missing_ok=True)
         lines.append(f"kept its run folder {folder} (the agents' output and logs)")
     return lines
+
+
+async def _another_branch_holding(root: Path, commit: str) -> str | None:
+    """A branch, not one of kairo-orch's names, that holds `commit`."""
+    found = await git(
+        "for-each-ref", "--contains", commit, "--format=%(refname:short)", "refs/heads/", cwd=root
+    )
+    theirs = [
+        b for b in found.stdout.split() if not b.startswith(("kairo/", f"{SUBTASK_NAMESPACE}/"))
+    ]
+    return theirs[0] if theirs else None
 
 
 async def remove_subtask_branches(
@@ -156,7 +171,9 @@ async def remove_subtask_branches(
                 f"kept {subtask}: branch {branch}{where} {verb} unmerged work (--force removes)"
             )
             continue
-        if worktree is not None and await trio.Path(worktree).exists():
+        if worktree is not None and not await trio.Path(worktree).exists():
+            await provider.release(worktree)  # only git's record of it is left: pruned
+        elif worktree is not None:
             if not force and await has_uncommitted_work(worktree):
                 lines.append(
                     f"kept {subtask}: worktree {worktree} has uncommitted changes (--force removes)"
@@ -166,6 +183,9 @@ async def remove_subtask_branches(
             lines.append(f"removed worktree {worktree}")
             with contextlib.suppress(OSError):  # the execution's folder, once it is empty
                 await trio.Path(worktree).parent.rmdir()
-        if await delete_branch(root, branch):
-            lines.append(f"deleted branch {branch}")
+        try:
+            if await delete_branch(root, branch):
+                lines.append(f"deleted branch {branch}")
+        except StepFailed as refused:  # checked out somewhere else, say: the rest go on
+            lines.append(f"kept {subtask}: {refused.message}")
     return lines

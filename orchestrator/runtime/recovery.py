@@ -111,7 +111,12 @@ async def interrupt(
     worktree = Path(view.worktree)
     ref_name = f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}"
     ref = None
-    if await trio.Path(worktree).is_dir():
+    if not await trio.Path(worktree).is_dir() and view.branch is not None:
+        # Deleted by hand while nobody supervised it: nothing of the attempt is left to
+        # save, and the next attempt needs its files, made again from its branch.
+        await edges.workspaces.adopt(subtask_id, view.branch, worktree)
+        log.warning("worktree_made_again", subtask_id=subtask_id, path=str(worktree))
+    elif await trio.Path(worktree).is_dir():
         ref = await save_worktree_state(
             worktree,
             ref=ref_name,

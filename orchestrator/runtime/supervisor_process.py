@@ -36,6 +36,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from orchestrator import kairo_dir
 from orchestrator.errors import EnvironmentProblem, KairoError
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def supervisor_log_path(run_root: Path) -> Path:
 
 def live_view_store_path(run_root: Path) -> Path:
     """Where the live view reads its store URL from (daemon.write_live_view_store)."""
-    return run_root / "live-view-store"
+    return kairo_dir.store_file(run_root)
 
 
 def daemon_arguments(

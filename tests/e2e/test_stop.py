@@ -207,7 +207,7 @@ def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> N
 
     assert again.returncode == 4, again.stderr
     assert f"is RUNNING: `kairo-orch attach {short}` shows it" in again.stderr
-    assert "`kairo-orch start --fresh` starts another beside it" in again.stderr
+    assert f"`kairo-orch start --fresh {plan}` starts another beside it" in again.stderr
     assert len(kairo.json("list")) == 2
     for refused in (cleaned, forced):
         assert refused.returncode == 4, refused.stderr

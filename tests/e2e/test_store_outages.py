@@ -112,6 +112,8 @@ def test_a_store_deleted_mid_run_stops_the_run_saying_so_and_clean_finds_what_it
     assert f"killed tmux session kairo-outage-{short}" in cleaned.stdout
     # The agents it ran were cut short with their work uncommitted: nothing is lost unasked.
     assert "has uncommitted changes (--force removes)" in cleaned.stdout, cleaned.stdout
+    # Nothing was merged into it before the store went: its head is the user's base.
+    assert f"deleted the integration branch kairo/outage/{short}" in cleaned.stdout
     forced = kairo.run("clean", "--force", short)
     assert forced.returncode == 0, forced.stderr
     assert "deleted branch kairo-subtasks/outage/" in forced.stdout
