@@ -13,11 +13,13 @@ import click
 from orchestrator.cli import render
 from orchestrator.cli.context import NoExecutionYet, open_workspace, repository_at
 from orchestrator.cli.options import common_options
-from orchestrator.core.ids import short_id
+from orchestrator.core.ids import short_id, short_id_named
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.errors import UsageError
 from orchestrator.git.execution_branches import unlogged_short_ids
 from orchestrator.git.spare_pools import spares_kept
 from orchestrator.git.spare_setting import spare_bytes
+from orchestrator.store.base import UnknownExecution
 
 
 @click.command()
@@ -26,14 +28,33 @@ from orchestrator.git.spare_setting import spare_bytes
 @common_options
 def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """One execution: its state and every subtask's."""
-    with open_workspace(repo, store_url, create=False) as ws:
-        execution_id = ws.resolve(execution)
-        row = ws.row(execution_id)
-        document = ws.document(ws.state(execution_id), row)
+    try:
+        with open_workspace(repo, store_url, create=False) as ws:
+            execution_id = ws.resolve(execution)
+            row = ws.row(execution_id)
+            document = ws.document(ws.state(execution_id), row)
+    except (NoExecutionYet, UnknownExecution) as unknown:
+        raise _with_leftovers(unknown, repo, execution, store_url) from None
     if as_json:
         click.echo(json.dumps(document, indent=2))
     else:
         render.status(document)
+
+
+def _with_leftovers(
+    unknown: UsageError, repo: Path, execution: str | None, store_url: str | None
+) -> UsageError:
+    """`unknown`, saying what an execution of that ID left here, if it left anything: its
+    store was deleted, say."""
+    short = short_id_named(execution or "")
+    if short is None:
+        return unknown
+    if short not in unlogged_short_ids(repository_at(repo), set(), store_url):
+        return unknown
+    return UsageError(
+        f"this store has no log of execution {short}, but it left subtask branches here (its "
+        f"store was deleted?); `kairo-orch clean {short}` removes what it left"
+    )
 
 
 @click.command(name="list")

@@ -160,7 +160,7 @@ async def remove_subtask_branches(
     provider = LocalWorktreeProvider(root)
     for branch, worktree in worktrees.items():
         subtask = branch.rpartition("/")[2]
-        held = True  # a branch that is gone holds nothing to lose
+        held, head = True, None  # a branch that is gone holds nothing to lose
         if await branch_exists(root, branch):
             head = await rev_parse(root, branch_ref(branch))
             held = any([await is_ancestor(root, head, h) for h in holders])
@@ -185,7 +185,11 @@ async def remove_subtask_branches(
                 await trio.Path(worktree).parent.rmdir()
         try:
             if await delete_branch(root, branch):
-                lines.append(f"deleted branch {branch}")
+                # Unmerged work deleted (--force) can still be had back, for a while.
+                back = (
+                    f" (its work: `git branch {branch} {head[:12]}`)" if not held and head else ""
+                )
+                lines.append(f"deleted branch {branch}{back}")
         except StepFailed as refused:  # checked out somewhere else, say: the rest go on
             lines.append(f"kept {subtask}: {refused.message}")
     return lines

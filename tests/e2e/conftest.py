@@ -49,6 +49,18 @@ class Kairo:
             stdin=subprocess.DEVNULL,
         )
 
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        """The command started, not waited for (`--wait`): its stderr piped."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli.main", *args],
+            cwd=self.repo,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+
     def json(self, *args: str) -> Any:
         done = self.run(*args, "--json")
         assert done.returncode == 0, done.stderr

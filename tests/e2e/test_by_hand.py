@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -62,13 +60,7 @@ def test_ctrl_c_on_start_wait_stops_the_waiting_not_the_execution(
         "version: 1\nname: long\nagent: {kind: shell, run: 'sleep 30; echo x > x.txt'}\n"
         "subtasks:\n  - id: a\n"
     )
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli.main", "start", str(plan), "--wait"],
-        cwd=kairo.repo,
-        env=kairo.env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    waiting = kairo.spawn("start", str(plan), "--wait")
     wait_for(lambda: kairo.run("status").returncode == 0 and running_agents(kairo) == 1)
     waiting.send_signal(signal.SIGINT)
     _, err = waiting.communicate(timeout=30)

@@ -4,8 +4,6 @@ store deleted."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,14 +42,7 @@ def test_a_postgresql_outage_of_seconds_is_ridden_out_by_the_supervisor_and_star
     )
     runs = tmp_path / "runs"
     plan = on_pg.write_plan(PLAN.format(runs=runs))
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli.main", "start", str(plan), "--wait"],
-        cwd=on_pg.repo,
-        env=on_pg.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    waiting = on_pg.spawn("start", str(plan), "--wait")
     wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 2, 60)
 
     cluster.stop("fast")  # every session ended, as a restart does
@@ -82,13 +73,7 @@ def test_a_store_deleted_mid_run_stops_the_run_saying_so_and_clean_finds_what_it
     slow = PLAN.replace("sleep 1", "sleep 3").replace("max_parallel: 4", "max_parallel: 2")
     plan = kairo.write_plan(slow.format(runs=runs))
     before = snapshot_checkout(kairo.repo)
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli.main", "start", str(plan), "--wait"],
-        cwd=kairo.repo,
-        env=kairo.env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    waiting = kairo.spawn("start", str(plan), "--wait")
     wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 2, 60)
     execution_id = kairo.json("status")["execution_id"]
     short = execution_id[-6:].lower()
@@ -105,6 +90,8 @@ def test_a_store_deleted_mid_run_stops_the_run_saying_so_and_clean_finds_what_it
     assert f"`kairo-orch clean {short}`" in log and "Traceback" not in log
     assert len(runs.read_text().split()) <= 4  # nothing more started once it was gone
 
+    told = kairo.run("status", short)
+    assert told.returncode == 2 and f"no log of execution {short}, but it left" in told.stderr
     listed = kairo.run("list")
     assert f"execution {short} left subtask branches here" in listed.stdout, listed.stderr
     cleaned = kairo.run("clean", short)
