@@ -29,6 +29,7 @@ check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/python scripts/import_cycles.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -49,6 +49,13 @@ class KairoError(Exception):
         return {k: v for k, v in fields.items() if v is not None}
 
 
+def deliberate(error: BaseException) -> BaseException:
+    """`error` out of the groups of one that trio's nurseries may have wrapped it in."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 class UsageError(KairoError):
     exit_code = 2
 

@@ -48,7 +48,7 @@ def test_the_supervisor_process_imports_neither_rich_nor_what_few_plans_use() ->
     # for a plan's copy_files, ulid not at all (orchestrator/store/ulid.py).
     loaded = _modules_after(
         "import orchestrator.cli.context\n"
-        "from orchestrator.runtime.supervisor_process import without_rich\n"
+        "from orchestrator.runtime.without_rich import without_rich\n"
         "without_rich()\n"
         "import orchestrator.runtime.daemon"
     )

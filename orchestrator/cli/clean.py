@@ -27,7 +27,6 @@ from orchestrator.runtime.leftovers import (
     remove_subtask_branches,
 )
 from orchestrator.runtime.ownership import owner_alive
-from orchestrator.runtime.supervisor_process import live_view_store_path
 from orchestrator.store.base import UnknownExecution
 from orchestrator.tmux.server import TmuxServer
 
@@ -204,7 +203,7 @@ async def _clean(ws: Workspace, state: ExecutionState, force: bool) -> list[str]
         lines.append(f"killed tmux session {state.created.tmux_session}")
     # What the live view read its store URL from, which may hold a password; it is gone
     # with the session (the log, the report and the attempts' records stay).
-    await trio.Path(live_view_store_path(Path(state.created.run_root))).unlink(missing_ok=True)
+    await trio.Path(kairo_dir.store_file(Path(state.created.run_root))).unlink(missing_ok=True)
     if integration_head == state.created.base_commit and await _delete_quietly(root, integration):
         # nothing was merged into it: it holds no work, only clutter
         lines.append(f"deleted the integration branch {integration} (nothing was merged)")

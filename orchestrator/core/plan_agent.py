@@ -13,7 +13,7 @@ from orchestrator.core.plan_errors import Problems
 from orchestrator.core.plan_yaml import Path
 
 if TYPE_CHECKING:
-    from orchestrator.core.plan_file import RawAgent, RawSubtask
+    from orchestrator.core.plan_raw import RawAgent, RawSubtask
 
 # The keys that say which program runs and how; written for one kind, they mean nothing to
 # another. (`idempotent` describes the work, not the program.)

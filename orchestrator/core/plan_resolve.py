@@ -35,7 +35,7 @@ from orchestrator.core.plan_errors import Problem, Problems, format_problem
 from orchestrator.core.plan_yaml import Path
 
 if TYPE_CHECKING:
-    from orchestrator.core.plan_file import RawAgent, RawPlan, RawSandbox, RawSubtask, RawWorktree
+    from orchestrator.core.plan_raw import RawAgent, RawPlan, RawSandbox, RawSubtask, RawWorktree
 
 # `**` spans directories, `{a,b}` alternates, `*` matches leading-dot names as git's
 # pathspecs do (owning `src/auth/**` should own `src/auth/.env.example`), `!glob` excludes.

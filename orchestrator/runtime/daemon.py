@@ -20,19 +20,19 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":
-    from orchestrator.runtime.supervisor_process import without_rich
+    from orchestrator.runtime.without_rich import without_rich
 
     without_rich()  # before structlog is imported
 
 import structlog
 import trio
 
-from orchestrator import logs
+from orchestrator import kairo_dir, logs
 from orchestrator.core.events import ExecutionCreated, StopMode
 from orchestrator.core.ids import live_view_channel
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import KairoError
+from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edges import Edges, integration_checkout
@@ -40,7 +40,6 @@ from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.state_reader import read_state
 from orchestrator.runtime.supervisor import supervise
-from orchestrator.runtime.supervisor_process import deliberate, live_view_store_path
 from orchestrator.store import open_store
 from orchestrator.tmux.server import TmuxServer
 
@@ -173,7 +172,7 @@ async def _open_session(
     """The execution's tmux session with its live view; on a resume, a new live view (the
     last one may have ended with the execution, which a rerun reopens)."""
     session = created.tmux_session
-    store_file = live_view_store_path(Path(created.run_root))
+    store_file = kairo_dir.store_file(Path(created.run_root))
     await trio.to_thread.run_sync(write_live_view_store, store_file, store_url)
     command = watch_command(execution_id, paths.toplevel, store_file)
     if not await tmux.has_session(session):

@@ -25,7 +25,6 @@ from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_a
 from orchestrator.git.repo import RepoPaths, git, has_uncommitted_work
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.ownership import kairo_process_alive
-from orchestrator.runtime.supervisor_process import live_view_store_path
 from orchestrator.tmux.server import TmuxServer
 
 
@@ -130,7 +129,7 @@ async def remove_leftovers(
             lines.append(f"kept the integration branch {branch}")
     for folder in leftovers.run_folders:
         # What the live view read its store URL from, which may hold a password.
-        await trio.Path(live_view_store_path(folder)).unlink(missing_ok=True)
+        await trio.Path(kairo_dir.store_file(folder)).unlink(missing_ok=True)
         lines.append(f"kept its run folder {folder} (the agents' output and logs)")
     return lines
 

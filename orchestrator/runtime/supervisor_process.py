@@ -36,8 +36,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from orchestrator import kairo_dir
-from orchestrator.errors import EnvironmentProblem, KairoError
+from orchestrator.errors import EnvironmentProblem, KairoError, deliberate
+from orchestrator.runtime.without_rich import without_rich
 
 if TYPE_CHECKING:
     from orchestrator.git.repo import RepoPaths
@@ -52,11 +52,6 @@ LOG_TAIL_BYTES = 64 * 1024
 
 def supervisor_log_path(run_root: Path) -> Path:
     return run_root / "supervisor.log"
-
-
-def live_view_store_path(run_root: Path) -> Path:
-    """Where the live view reads its store URL from (daemon.write_live_view_store)."""
-    return kairo_dir.store_file(run_root)
 
 
 def daemon_arguments(
@@ -211,13 +206,6 @@ def _last_farewell(lines: list[str]) -> str | None:
     return farewells[-1].removeprefix(FAREWELL).strip() or None
 
 
-def deliberate(error: BaseException) -> BaseException:
-    """`error` out of the groups of one that trio's nurseries may have wrapped it in."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
-
-
 def farewell(error: BaseException) -> str:
     """The one line FAREWELL introduces: the message of one of our errors; else the
     exception's type and text."""
@@ -315,14 +303,6 @@ def _become_supervisor(handover_fd: int, words_fd: int) -> NoReturn:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
-
-
-def without_rich() -> None:
-    """Mark rich absent, unless it is loaded already: a supervisor writes only to its log,
-    and structlog.dev imports rich (~30 ms, on the way to the first worktree of every
-    start) only to draw console tracebacks. Marked absent (an ImportError for `import
-    rich`), structlog does without. Call it before structlog is imported."""
-    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # None: not importable
 
 
 def _let_go_of_inherited(*, keep: tuple[int, ...], null_fd: int) -> None:
