@@ -8,16 +8,14 @@ import contextlib
 import os
 import random
 import signal
-import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.chaos.lab import ENDED, Lab, Run, git, leaks
 from tests.faults.private_postgres import PrivateCluster
+from tests.faults.small_disk import small_disk
 
 #: How long a run may take to end once its faults are over.
 SETTLE_S = 300
@@ -205,7 +203,7 @@ def disk_filled(lab: Lab, tally: Tally) -> None:
         tally.runs["disk filled: skipped, mounting a tmpfs needs root"] += 1
         return
     disk = lab.root / f"disk-{lab.runs_made + 1}"
-    with _small_disk(disk, "2m"):
+    with small_disk(disk, "2m"):
         run = lab.new_run(subtasks=4, sleep_s=0, extra=f"worktree_root: {disk}\n")
         tally.runs["disk filled"] += 1
         (run.repo / "big.bin").write_bytes(os.urandom(3 * 1024**2))
@@ -216,16 +214,6 @@ def disk_filled(lab: Lab, tally: Tally) -> None:
         if done.returncode != 1 or status is None or "is full" not in str(status["subtasks"]):
             tally.fail(run, f"a full disk ended it {done.returncode}, not saying so")
         _clean(run, tally)
-
-
-@contextmanager
-def _small_disk(where: Path, size: str) -> Iterator[None]:
-    where.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "--lazy", str(where)], check=False)
 
 
 def tmux_killed(lab: Lab, tally: Tally) -> None:
