@@ -167,7 +167,7 @@ class Journal:
         return stored
 
     def _landed(self, unanswered: AppendUnanswered) -> bool:
-        row = self._store.settled_row(self.execution_id)
+        row = self._store.get_execution(self.execution_id, settled=True)
         if row is None:
             raise StoreLost(
                 f"execution {self.execution_id} is no longer in the store {self._store.location}",

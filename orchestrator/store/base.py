@@ -124,7 +124,8 @@ def append_landed(
     row: ExecutionRow, *, expected_version: int, unanswered: AppendUnanswered
 ) -> bool:
     """Whether an unanswered append committed, read from the row once no write to it is
-    in flight (`settled_row`: a commit whose connection dropped may still be finishing).
+    in flight (`get_execution(settled=True)`: a commit whose connection dropped may still be
+    finishing).
 
     Every write bumps the version, so a row still at `expected_version` took nothing: the
     append may be made again. A head that is the last attempted event's hash (which covers
@@ -223,11 +224,9 @@ class DurableExecutionStore(Protocol):
         """Events with seq > after_seq, oldest first."""
         ...
 
-    def get_execution(self, execution_id: str) -> ExecutionRow | None: ...
-
-    def settled_row(self, execution_id: str) -> ExecutionRow | None:
-        """`get_execution`, read under the row's write lock: after any write to it that is
-        still in flight (a commit whose answer was lost) has ended."""
+    def get_execution(self, execution_id: str, *, settled: bool = False) -> ExecutionRow | None:
+        """The row, or None. `settled`: read under the row's write lock, after any write to
+        it still in flight (a commit whose answer was lost) has ended."""
         ...
 
     def list_executions(self, *, repository: str | None = None) -> list[ExecutionRow]:

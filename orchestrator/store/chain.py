@@ -193,3 +193,13 @@ def seal(
             )
         )
     return sealed
+
+
+def past_head(execution_id: str, head_seq: int) -> LogVerificationError:
+    """Events past the head: what verify would refuse, at the seq after the head."""
+    return LogVerificationError(
+        f"the event log of {execution_id} fails verification at seq {head_seq + 1}:"
+        f" it has events past its head at seq {head_seq}",
+        execution_id=execution_id,
+        bad_seq=head_seq + 1,
+    )

@@ -143,7 +143,7 @@ class SqlStore(abc.ABC):
             execution_id,
         )
         if past_head:
-            raise _past_head(execution_id, head_seq)
+            raise chain.past_head(execution_id, head_seq)
         return version, head_seq, head_hash
 
     def _insert(
@@ -255,7 +255,7 @@ class SqlStore(abc.ABC):
         except self.integrity_errors as error:
             if not self._collides_on_seq(error):
                 raise  # a bug, not the log
-            raise _past_head(execution_id, extending) from error
+            raise chain.past_head(execution_id, extending) from error
         except StoreLost:
             raise  # nothing to try again
         except EnvironmentProblem as problem:
@@ -309,17 +309,11 @@ class SqlStore(abc.ABC):
         query = f"SELECT {ROW} FROM kairo_executions WHERE execution_id = ?"
         return ExecutionRow(*self._execution(cursor, query, execution_id))
 
-    def get_execution(self, execution_id: str) -> ExecutionRow | None:
+    def get_execution(self, execution_id: str, *, settled: bool = False) -> ExecutionRow | None:
         try:
-            with self._transaction(write=False) as cursor:
-                return self._row(cursor, execution_id)
-        except UnknownExecution:
-            return None
-
-    def settled_row(self, execution_id: str) -> ExecutionRow | None:
-        try:
-            with self._transaction(write=True) as cursor:
-                self._head(cursor, execution_id, lock=True)
+            with self._transaction(write=settled) as cursor:
+                if settled:
+                    self._head(cursor, execution_id, lock=True)
                 return self._row(cursor, execution_id)
         except UnknownExecution:
             return None
@@ -397,13 +391,3 @@ class SqlStore(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _past_head(execution_id: str, head_seq: int) -> LogVerificationError:
-    """Events past the head: what verify would refuse, at the seq after the head."""
-    return LogVerificationError(
-        f"the event log of {execution_id} fails verification at seq {head_seq + 1}:"
-        f" it has events past its head at seq {head_seq}",
-        execution_id=execution_id,
-        bad_seq=head_seq + 1,
-    )

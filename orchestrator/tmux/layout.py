@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The border shows our own title: an agent's output goes to the pane verbatim, and an
 # escape sequence in it may rename the pane, but not this user option.
@@ -272,3 +272,9 @@ def parse_version(text: str) -> tuple[int, int]:
             return (99, 0)
         raise ValueError(f"cannot read a tmux version from {text.strip()!r}")
     return int(match[1]), int(match[2])
+
+
+def placed(after: Packing, last: PaneRef) -> Packing:
+    """The packing once its last pane has opened, its window named by the id tmux gave."""
+    assert after.window is not None
+    return Packing(replace(after.window, window_id=last.window_id), after.next_number)

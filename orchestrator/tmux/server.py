@@ -50,12 +50,6 @@ class _PaneRequest:
         return self.ref is not None or self.error is not None
 
 
-def _known(after: Packing, last: PaneRef) -> Packing:
-    """The packing once its last pane has opened, its window named by the id tmux gave."""
-    assert after.window is not None
-    return Packing(dataclasses.replace(after.window, window_id=last.window_id), after.next_number)
-
-
 class TmuxServer:
     """One tmux server: `socket_name` as `tmux -L NAME`, or None for the user's default.
 
@@ -203,7 +197,7 @@ class TmuxServer:
         for request, ref in zip(batch, refs, strict=False):
             request.ref = ref
         if result.returncode == 0 and len(refs) == len(batch):
-            self._packing[session] = _known(after, refs[-1])
+            self._packing[session] = layout.placed(after, refs[-1])
         else:
             reason = result.stderr.decode(errors="replace").strip()
             log.warning("tmux_panes_opened_in_part", opened=len(refs), of=len(batch), error=reason)
@@ -226,7 +220,7 @@ class TmuxServer:
             packing = Packing(None, packing.next_number)
             argv, after = layout.open_panes_argv(session, packing, [pane], panes_per_window)
             ref = layout.parse_pane_ref(await self._run(argv))
-        self._packing[session] = _known(after, ref)
+        self._packing[session] = layout.placed(after, ref)
         log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
         return ref
 
@@ -274,13 +268,10 @@ class TmuxServer:
     async def sessions(self) -> dict[str, Path]:
         """Every session's name and the directory it was started in; none when no server
         runs."""
-        try:
-            text = await self._run(["list-sessions", "-F", "#{session_name}\t#{session_path}"])
-        except StepFailed as error:
-            if any(marker in error.message for marker in _NO_SERVER):
-                return {}
-            raise
-        found = (line.partition("\t") for line in text.splitlines())
+        text = await self._run_if_serving(
+            ["list-sessions", "-F", "#{session_name}\t#{session_path}"]
+        )
+        found = (line.partition("\t") for line in (text or "").splitlines())
         return {name: Path(path) for name, _, path in found}
 
     async def list_panes(self, session: str) -> list[PaneInfo]:
@@ -333,12 +324,9 @@ class TmuxServer:
         Nothing to do if no server runs.
         """
         self._packing.clear()
-        try:
-            text = await self._run(["display-message", "-p", "#{pid}", ";", "kill-server"])
-        except StepFailed as error:
-            if any(marker in error.message for marker in _NO_SERVER):
-                return
-            raise
+        text = await self._run_if_serving(["display-message", "-p", "#{pid}", ";", "kill-server"])
+        if text is None:
+            return
         pid = int(text.split()[0])
         deadline = trio.current_time() + _KILL_SERVER_TIMEOUT
         while trio.current_time() < deadline:
@@ -346,6 +334,15 @@ class TmuxServer:
                 return
             await trio.sleep(_GONE_POLL_SECONDS)  # not our child: no event to wait on
         raise StepFailed(f"the tmux server (pid {pid}) was still running after kill-server.")
+
+    async def _run_if_serving(self, args: Sequence[str]) -> str | None:
+        """`_run`, or None when no server runs (nothing to ask it)."""
+        try:
+            return await self._run(args)
+        except StepFailed as error:
+            if any(marker in error.message for marker in _NO_SERVER):
+                return None
+            raise
 
     async def _run(
         self,
