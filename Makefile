@@ -30,6 +30,7 @@ check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python scripts/import_cycles.py
+	$(BIN)/python scripts/layers.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -37,7 +37,7 @@ def test_status_and_the_live_view_do_not_import_trio() -> None:
 def test_start_validate_and_resume_do_not_import_trio() -> None:
     # They run before the supervisor's first worktree, beside its own imports.
     loaded = _modules_after(
-        "import orchestrator.cli.new_execution, orchestrator.cli.validate, orchestrator.cli.resume"
+        "import orchestrator.app.starting, orchestrator.cli.validate, orchestrator.cli.resume"
     )
     assert "pydantic" in loaded and "orchestrator" in loaded
     assert "trio" not in loaded
@@ -47,7 +47,7 @@ def test_the_supervisor_process_imports_neither_rich_nor_what_few_plans_use() ->
     # As `start` forks it (supervisor_process._serve), after what they share; wcmatch only
     # for a plan's copy_files, ulid not at all (orchestrator/store/ulid.py).
     loaded = _modules_after(
-        "import orchestrator.cli.context\n"
+        "import orchestrator.app.project\n"
         "from orchestrator.runtime.without_rich import without_rich\n"
         "without_rich()\n"
         "import orchestrator.runtime.daemon"
@@ -71,6 +71,6 @@ def test_a_supervisor_run_directly_does_not_import_rich() -> None:
 def test_what_start_imports_before_it_forks_the_supervisor_is_free_of_the_supervisors_own() -> None:
     # Only what both use comes before the fork: the supervisor's own imports (trio,
     # structlog) and start's (the YAML parser) then run side by side.
-    loaded = _modules_after("import orchestrator.cli.start, orchestrator.cli.context")
+    loaded = _modules_after("import orchestrator.cli.start, orchestrator.app.project")
     assert "pydantic" in loaded
     assert not {"trio", "structlog", "ruamel"} & loaded

@@ -1,25 +1,18 @@
-"""Read-only commands: status, list, events, verify, report."""
+"""Read-only commands: status, list, events, verify, report (app/inspecting.py)."""
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
+from orchestrator.app import inspecting
 from orchestrator.cli import render
-from orchestrator.cli.context import NoExecutionYet, open_workspace, repository_at
 from orchestrator.cli.options import common_options
-from orchestrator.core.ids import short_id, short_id_named
-from orchestrator.core.report import build_report, to_markdown
-from orchestrator.errors import UsageError
-from orchestrator.git.execution_branches import unlogged_short_ids
-from orchestrator.git.spare_pools import spares_kept
-from orchestrator.git.spare_setting import spare_bytes
-from orchestrator.store.base import UnknownExecution
+from orchestrator.core.report import to_markdown
 
 
 @click.command()
@@ -28,33 +21,11 @@ from orchestrator.store.base import UnknownExecution
 @common_options
 def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """One execution: its state and every subtask's."""
-    try:
-        with open_workspace(repo, store_url, create=False) as ws:
-            execution_id = ws.resolve(execution)
-            row = ws.row(execution_id)
-            document = ws.document(ws.state(execution_id), row)
-    except (NoExecutionYet, UnknownExecution) as unknown:
-        raise _with_leftovers(unknown, repo, execution, store_url) from None
+    document = inspecting.status(repo, store_url, execution)
     if as_json:
         click.echo(json.dumps(document, indent=2))
     else:
         render.status(document)
-
-
-def _with_leftovers(
-    unknown: UsageError, repo: Path, execution: str | None, store_url: str | None
-) -> UsageError:
-    """`unknown`, saying what an execution of that ID left here, if it left anything: its
-    store was deleted, say."""
-    short = short_id_named(execution or "")
-    if short is None:
-        return unknown
-    if short not in unlogged_short_ids(repository_at(repo), set(), store_url):
-        return unknown
-    return UsageError(
-        f"this store has no log of execution {short}, but it left subtask branches here (its "
-        f"store was deleted?); `kairo-orch clean {short}` removes what it left"
-    )
 
 
 @click.command(name="list")
@@ -62,39 +33,24 @@ def _with_leftovers(
 @common_options
 def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
     """Every execution of this repository, newest first."""
-    items = []
-    # A repository that never had one has no store yet either: none is made to say so.
-    with contextlib.suppress(NoExecutionYet), open_workspace(repo, store_url, create=False) as ws:
-        for row in ws.executions():
-            state = ws.state(row.execution_id)
-            items.append(
-                {
-                    "execution_id": row.execution_id,
-                    "plan": row.plan_name,
-                    "status": ws.status_of(state, row),
-                    "created_at": row.created_at,
-                    "subtasks": len(state.subtasks),
-                    "merged": len(state.merged),
-                }
-            )
+    listing = inspecting.list_executions(repo, store_url, with_leftovers=not as_json)
+    items = [dataclasses.asdict(item) for item in listing.executions]
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
     render.executions(items)
-    paths = repository_at(repo)
-    logged = {short_id(str(item["execution_id"])) for item in items}
-    for short in unlogged_short_ids(paths, logged, store_url):
+    for short in listing.unlogged:
         click.echo(
             f"execution {short} left subtask branches here but is in no log of this store "
             f"(its store was deleted, or it is another store's); `kairo-orch clean {short}` "
             "removes what it left"
         )
-    count, size = spares_kept(paths.toplevel, paths.git_common_dir)
-    if count:  # what the disk holds for the next run, and how to have it back
+    spares = listing.spares
+    if spares.count:  # what the disk holds for the next run, and how to have it back
         click.echo(
-            f"{count} spare worktree{'' if count == 1 else 's'} kept for reuse, "
-            f"{size / 1024**2:,.0f} MiB (at most {spare_bytes(os.environ) / 1024**3:g} GiB a "
-            "root: KAIRO_SPARE_DISK); `kairo-orch clean --spares` removes them"
+            f"{spares.count} spare worktree{'' if spares.count == 1 else 's'} kept for reuse, "
+            f"{spares.bytes / 1024**2:,.0f} MiB (at most {spares.at_most_bytes / 1024**3:g} GiB "
+            "a root: KAIRO_SPARE_DISK); `kairo-orch clean --spares` removes them"
         )
 
 
@@ -104,9 +60,7 @@ def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
 @common_options
 def events(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
     """The event log, oldest first."""
-    with open_workspace(repo, store_url, create=False) as ws:
-        stored = ws.store.read_events(ws.resolve(execution))
-    for event in stored:
+    for event in inspecting.events(repo, store_url, execution):
         if as_json:
             record = {
                 "seq": event.seq,
@@ -129,10 +83,11 @@ def events(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 @common_options
 def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Verify the event log's hash chain and head."""
-    with open_workspace(repo, store_url, create=False) as ws:
-        execution_id = ws.resolve(execution)
-        seq, head_hash = ws.store.verify(execution_id)
-    click.echo(f"{execution_id}: the log verifies; head seq {seq}, hash {head_hash}")
+    verified = inspecting.verify(repo, store_url, execution)
+    click.echo(
+        f"{verified.execution_id}: the log verifies; head seq {verified.head_seq}, "
+        f"hash {verified.head_hash}"
+    )
 
 
 @click.command()
@@ -144,10 +99,7 @@ def report(
     execution: str | None, as_json: bool, as_markdown: bool, repo: Path, store_url: str | None
 ) -> None:
     """The merge report: what merged, what conflicted and with what, what failed and why."""
-    with open_workspace(repo, store_url, create=False) as ws:
-        execution_id = ws.resolve(execution)
-        state = ws.state(execution_id)
-        document = build_report(state, ws.status_of(state, ws.row(execution_id)))
+    document = inspecting.report(repo, store_url, execution)
     if as_json:
         click.echo(json.dumps(document, indent=2))
     elif as_markdown or not sys.stdout.isatty():  # off a terminal: the Markdown itself

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
+from orchestrator.app.launcher import imports_out_of_gc, pending_supervisor
 from orchestrator.cli.options import common_options
-from orchestrator.runtime.supervisor_process import imports_out_of_gc, pending_supervisor
 
 
 @click.command()
@@ -21,20 +22,29 @@ def start(
 ) -> None:
     """Validate PLAN, create an execution and start its supervisor."""
     # The supervisor is forked once what it shares with this command is imported (the
-    # store, the models of the plan and the events: ~0.15 s), and imports the rest of its
-    # own (~0.13 s) while this command validates the plan (supervisor_process.py).
+    # store, the models of the plan and the events), and imports the rest of its own while
+    # this command validates the plan (runtime/supervisor_process.py).
     with imports_out_of_gc():
-        import orchestrator.cli.context  # noqa: F401
+        import orchestrator.app.project  # noqa: F401
 
     with pending_supervisor() as supervisor:
-        from orchestrator.cli.new_execution import start_execution
+        from orchestrator.app.starting import Interrupted, start
+        from orchestrator.cli.waits import after_launch, echo_note
 
-        start_execution(
+        def ask_to_resume(interrupted: Interrupted) -> bool:
+            return click.confirm(
+                f"execution {interrupted.execution_id} of plan {interrupted.plan_name} was "
+                "interrupted; resume it?",
+                default=True,
+            )
+
+        launched = start(
             plan,
-            wait=wait,
-            detach=detach,
-            fresh=fresh,
             repo=repo,
             store_url=store_url,
-            supervisor=supervisor,
+            fresh=fresh,
+            launcher=supervisor,
+            notify=echo_note,
+            ask_to_resume=ask_to_resume if sys.stdin.isatty() and sys.stdout.isatty() else None,
         )
+        after_launch(launched, wait=wait, detach=detach, repo=repo, store_url=store_url)

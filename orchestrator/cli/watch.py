@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import click
 from rich.console import Group
 from rich.live import Live
 
+from orchestrator.app.watching import attach_to, follow, session_of
 from orchestrator.cli import render
-from orchestrator.cli.context import open_workspace
 from orchestrator.cli.options import common_options
 from orchestrator.errors import UsageError
-from orchestrator.runtime.state_reader import advance_state
-from orchestrator.tmux.interactive import attach_session
-
-REFRESH_SECONDS = 0.5
 
 
 @click.command()
@@ -26,15 +21,14 @@ REFRESH_SECONDS = 0.5
 @common_options
 def attach(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Attach to (or switch to) the execution's tmux session."""
-    with open_workspace(repo, store_url, create=False) as ws:
-        state = ws.state(ws.resolve_own(execution))
+    session = session_of(repo, store_url, execution)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             f"attach needs a terminal; from a script, use `tmux"
-            f"{' -L ' + state.created.tmux_socket if state.created.tmux_socket else ''} "
-            f"capture-pane -p -t {state.created.tmux_session}`"
+            f"{' -L ' + session.socket if session.socket else ''} "
+            f"capture-pane -p -t {session.name}`"
         )
-    attach_session(state.created.tmux_socket, state.created.tmux_session)
+    attach_to(session)
 
 
 @click.command(hidden=True)
@@ -50,34 +44,27 @@ def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | 
     """The supervisor window: every subtask's state, refreshed live."""
     if store_file is not None:  # the supervisor's live view (daemon.write_live_view_store)
         store_url = store_file.read_text(encoding="utf-8").strip() or None
-    with open_workspace(repo, store_url, create=False) as ws:
-        execution_id = ws.resolve(execution)
-        state = ws.state(execution_id)
-        shown: tuple[object, ...] | None = None
-        with Live(auto_refresh=False, console=render.console()) as live:
-            while True:
-                row = ws.row(execution_id)
-                state = advance_state(ws.store, state)  # only what was appended since
-                document = ws.document(state, row)
-                # Drawing is most of a look's cost: only for a change, or a resize (a client
-                # of another size attached), which leaves the old frame wrapped.
-                seen = (document, live.console.size)
-                if seen != shown:
-                    footer = (
-                        "ended: `kairo-orch report` tells what merged; this window stays open"
-                        if state.ended
-                        else "agents run in the other windows (C-b n / C-b w)"
-                    )
-                    live.update(
-                        Group(
-                            render.status_header(document), render.status_table(document), footer
-                        ),
-                        refresh=True,
-                    )
-                    shown = seen
-                if state.ended:
-                    break
-                time.sleep(REFRESH_SECONDS)
+    shown: tuple[object, ...] | None = None
+    with Live(auto_refresh=False, console=render.console()) as live:
+        for look in follow(repo, store_url, execution):
+            # Drawing is most of a look's cost: only for a change, or a resize (a client
+            # of another size attached), which leaves the old frame wrapped.
+            seen = (look.document, live.console.size)
+            if seen != shown:
+                footer = (
+                    "ended: `kairo-orch report` tells what merged; this window stays open"
+                    if look.ended
+                    else "agents run in the other windows (C-b n / C-b w)"
+                )
+                live.update(
+                    Group(
+                        render.status_header(look.document),
+                        render.status_table(look.document),
+                        footer,
+                    ),
+                    refresh=True,
+                )
+                shown = seen
     # The last frame stays on screen while the window is open, which may be for days: this
     # interpreter (~40 MB) gives way to a shell that only sleeps. A resume that reopens the
     # execution starts a new view in its place (runtime/daemon.py).

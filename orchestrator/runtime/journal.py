@@ -21,6 +21,7 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState, apply
 from orchestrator.errors import EnvironmentProblem, OwnershipError, StoreLost
 from orchestrator.runtime import ownership
+from orchestrator.runtime.log_records import record_of
 from orchestrator.runtime.ownership import lease_deadline
 from orchestrator.store.base import (
     AppendUnanswered,
@@ -74,9 +75,7 @@ class Journal:
     async def append(self, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
         if not events:
             return self.state
-        records = [
-            NewEvent(*ev.to_record(event), schema_version=ev.SCHEMA_VERSION) for event in events
-        ]
+        records = [record_of(event) for event in events]
         async with self._lock:
             status = self._status_after(events)
             stored = await self._append_through_outages(records, status)

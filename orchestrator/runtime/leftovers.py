@@ -18,6 +18,13 @@ from pathlib import Path
 import trio
 
 from orchestrator import kairo_dir
+from orchestrator.core.cleanup import (
+    Cleaned,
+    IntegrationBranchKept,
+    Removed,
+    RunFolderKept,
+    SubtaskKept,
+)
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
 from orchestrator.errors import OwnershipError, StepFailed
 from orchestrator.git.execution_branches import kairo_branches
@@ -102,7 +109,7 @@ def supervisor_still_running(short: str) -> int | None:
 
 async def remove_leftovers(
     paths: RepoPaths, tmux: TmuxServer, leftovers: Leftovers, *, force: bool
-) -> list[str]:
+) -> list[Cleaned]:
     """Remove them as `clean` removes an ended execution's: never unmerged work (a branch
     no integration branch holds) nor uncommitted changes unless `force`; the integration
     branches and the run folders (logs, the agents' output) are kept."""
@@ -113,25 +120,25 @@ async def remove_leftovers(
             "store than this one: give `clean` that store (--store or KAIRO_STORE)"
         )
     root = paths.toplevel
-    lines = []
+    steps: list[Cleaned] = []
     for session in leftovers.sessions:  # its agents: no supervisor will ever judge them
         await tmux.kill_session(session)
-        lines.append(f"killed tmux session {session}")
+        steps.append(Removed("tmux_session", session))
     heads = [await rev_parse(root, branch_ref(b)) for b in leftovers.integration_branches]
     branches = {b: leftovers.worktrees.get(b) for b in leftovers.subtask_branches}
-    lines += await remove_subtask_branches(root, branches, heads, force=force)
+    steps += await remove_subtask_branches(root, branches, heads, force=force)
     for branch, head in zip(leftovers.integration_branches, heads, strict=True):
         holder = await _another_branch_holding(root, head)
         if holder is not None and await delete_branch(root, branch):
             # Nothing was merged into it (it is still at a commit of yours): clutter.
-            lines.append(f"deleted the integration branch {branch} (its head is on {holder})")
+            steps.append(Removed("integration_branch", branch, held_by=holder))
         else:
-            lines.append(f"kept the integration branch {branch}")
+            steps.append(IntegrationBranchKept(branch))
     for folder in leftovers.run_folders:
         # What the live view read its store URL from, which may hold a password.
         await trio.Path(kairo_dir.store_file(folder)).unlink(missing_ok=True)
-        lines.append(f"kept its run folder {folder} (the agents' output and logs)")
-    return lines
+        steps.append(RunFolderKept(str(folder)))
+    return steps
 
 
 async def _another_branch_holding(root: Path, commit: str) -> str | None:
@@ -151,11 +158,11 @@ async def remove_subtask_branches(
     holders: list[str],
     *,
     force: bool,
-) -> list[str]:
+) -> list[Cleaned]:
     """Delete the subtask branches `worktrees` names and remove their worktrees, but
     (without `force`) a branch no commit of `holders` holds, or a worktree with uncommitted
     changes. A branch that is gone already holds nothing to lose."""
-    lines = []
+    steps: list[Cleaned] = []
     provider = LocalWorktreeProvider(root)
     for branch, worktree in worktrees.items():
         subtask = branch.rpartition("/")[2]
@@ -164,31 +171,28 @@ async def remove_subtask_branches(
             head = await rev_parse(root, branch_ref(branch))
             held = any([await is_ancestor(root, head, h) for h in holders])
         if not held and not force:
-            where = f" and its worktree {worktree}" if worktree else ""
-            verb = "hold" if worktree else "holds"
-            lines.append(
-                f"kept {subtask}: branch {branch}{where} {verb} unmerged work (--force removes)"
-            )
+            steps.append(SubtaskKept(subtask, "unmerged", branch, _str(worktree)))
             continue
         if worktree is not None and not await trio.Path(worktree).exists():
             await provider.release(worktree)  # only git's record of it is left: pruned
         elif worktree is not None:
             if not force and await has_uncommitted_work(worktree):
-                lines.append(
-                    f"kept {subtask}: worktree {worktree} has uncommitted changes (--force removes)"
-                )
+                steps.append(SubtaskKept(subtask, "uncommitted", branch, str(worktree)))
                 continue
             await provider.release(worktree)
-            lines.append(f"removed worktree {worktree}")
+            steps.append(Removed("worktree", str(worktree)))
             with contextlib.suppress(OSError):  # the execution's folder, once it is empty
                 await trio.Path(worktree).parent.rmdir()
         try:
             if await delete_branch(root, branch):
                 # Unmerged work deleted (--force) can still be had back, for a while.
-                back = (
-                    f" (its work: `git branch {branch} {head[:12]}`)" if not held and head else ""
-                )
-                lines.append(f"deleted branch {branch}{back}")
+                steps.append(Removed("branch", branch, unmerged_head=None if held else head))
         except StepFailed as refused:  # checked out somewhere else, say: the rest go on
-            lines.append(f"kept {subtask}: {refused.message}")
-    return lines
+            steps.append(
+                SubtaskKept(subtask, "refused", branch, _str(worktree), message=refused.message)
+            )
+    return steps
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)

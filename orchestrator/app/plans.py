@@ -9,6 +9,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from orchestrator.core.dag import merge_order
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.core.plan_yaml import refuse_deep_nesting
@@ -16,7 +17,7 @@ from orchestrator.errors import KairoError, PlanError, UsageError
 from orchestrator.git.copied_files import unmatched_patterns
 from orchestrator.git.history import tracked_files_sync
 from orchestrator.git.refs import rev_parse_sync
-from orchestrator.git.repo import RepoPaths, git_sync
+from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo, git_sync
 from orchestrator.runtime.sandbox import sandbox_for
 
 
@@ -132,3 +133,38 @@ def require_agent_environment(plan: ResolvedPlan) -> None:
     from agents.registry import require_environment
 
     require_environment(plan, os.environ, root=os.geteuid() == 0)
+
+
+@dataclass(frozen=True)
+class PlannedSubtask:
+    id: str
+    agent_kind: str
+    files: int
+    depends_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanChecked:
+    name: str
+    base_commit: str | None  # None: checked outside a repository
+    warnings: tuple[str, ...]
+    merge_order: tuple[PlannedSubtask, ...]
+
+
+def check_plan(plan: Path, repo: Path) -> PlanChecked:
+    """`validate`: the plan checked as `start` checks it, touching nothing. Outside a
+    repository too, where only `split` cannot be checked."""
+    try:
+        paths: RepoPaths | None = discover_repo(repo)
+    except NotARepository:
+        paths = None
+    checked = read_plan(plan, paths)
+    resolved = checked.loaded.plan
+    require_runnable(resolved)
+    order = []
+    for subtask_id in merge_order(resolved):
+        spec = resolved.subtask(subtask_id)
+        order.append(
+            PlannedSubtask(spec.id, spec.agent.kind, len(spec.files), tuple(spec.depends_on))
+        )
+    return PlanChecked(resolved.name, checked.base_commit, checked.warnings, tuple(order))

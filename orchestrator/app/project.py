@@ -1,4 +1,4 @@
-"""What every command needs: the repository, the store, an execution id, its state."""
+"""What every use case acts on: a repository and its store, an execution id, its state."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ _END_STATUSES: tuple[str, ...] = typing.get_args(EndStatus)
 
 
 @dataclass
-class Workspace:
+class Project:
+    """A repository and the store its executions are logged in."""
+
     paths: RepoPaths
     store: DurableExecutionStore
     store_url: str | None
@@ -124,9 +126,7 @@ def repository_at(repo: Path) -> RepoPaths:
 
 
 @contextmanager
-def open_workspace(
-    repo: Path, store_url: str | None, *, create: bool = True
-) -> Iterator[Workspace]:
+def open_project(repo: Path, store_url: str | None, *, create: bool = True) -> Iterator[Project]:
     """The repository and its store. Without `create`, for a command that only looks (or
     acts on an execution that must exist), a default store not made yet is not made now:
     `NoExecutionYet` instead, and the repository is left as it was."""
@@ -137,11 +137,11 @@ def open_workspace(
         and not kairo_dir.default_store(paths.git_common_dir).exists()
     ):
         raise NoExecutionYet
-    with workspace_at(paths, store_url) as ws:
-        yield ws
+    with project_at(paths, store_url) as project:
+        yield project
 
 
 @contextmanager
-def workspace_at(paths: RepoPaths, store_url: str | None) -> Iterator[Workspace]:
+def project_at(paths: RepoPaths, store_url: str | None) -> Iterator[Project]:
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
-        yield Workspace(paths=paths, store=store, store_url=store_url)
+        yield Project(paths=paths, store=store, store_url=store_url)

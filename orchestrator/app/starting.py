@@ -1,22 +1,22 @@
-"""What `start` does: validate the plan, create its execution, hand it to the supervisor."""
+"""`start`: validate the plan, create its execution, hand it to its supervisor."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import shlex
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-import click
-
 from orchestrator import kairo_dir
-from orchestrator.cli.context import Workspace, repository_at, workspace_at
-from orchestrator.cli.launch import launch
-from orchestrator.cli.plans import PlanInRepo, read_plan, require_runnable
+from orchestrator.app.launcher import Launcher
+from orchestrator.app.launching import Launched, launch
+from orchestrator.app.notes import Notify, PlanWarning, UncommittedChanges
+from orchestrator.app.plans import PlanInRepo, read_plan, require_runnable
+from orchestrator.app.project import Project, project_at, repository_at
 from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
@@ -24,22 +24,36 @@ from orchestrator.errors import OwnershipError, UsageError
 from orchestrator.git.repo import RepoPaths, git_sync
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
-from orchestrator.runtime.supervisor_process import PendingSupervisor
-from orchestrator.store.base import NewEvent
+from orchestrator.runtime.log_records import create_execution
 from orchestrator.store.ulid import new_ulid
 from orchestrator.tmux.interactive import tmux_version
 
 
-def start_execution(
+@dataclass(frozen=True)
+class Interrupted:
+    """An interrupted execution of the plan being started: resumed, not run again."""
+
+    execution_id: str
+    plan_name: str
+    plan_path: Path
+
+
+#: Asked whether to resume an interrupted execution; None: nobody to ask (a script).
+AskToResume = Callable[[Interrupted], bool] | None
+
+
+def start(
     plan: Path,
     *,
-    wait: bool,
-    detach: bool,
-    fresh: bool,
     repo: Path,
     store_url: str | None,
-    supervisor: PendingSupervisor,
-) -> None:
+    fresh: bool,
+    launcher: Launcher,
+    notify: Notify,
+    ask_to_resume: AskToResume = None,
+) -> Launched:
+    """Create an execution of `plan` and hand it to `launcher`'s supervisor; or resume an
+    interrupted one of the same plan, if `ask_to_resume` says so."""
     paths = repository_at(repo)
     tmux_version()  # refuse before anything is created, not once agents start
     spares_to_keep(os.environ)  # likewise: the supervisor reads it too
@@ -54,26 +68,18 @@ def start_execution(
         ready = _ready_to_start(paths, checked)
         if checked.loaded.plan.integration_branch:
             _refuse_a_taken_branch(paths, checked, checked.loaded.plan.integration_branch)
-    with workspace_at(paths, store_url) as ws, _one_start_at_a_time(paths) as started:
-        unended = None if fresh else _unended_execution(ws, checked.loaded.plan.name)
+    with project_at(paths, store_url) as project, _one_start_at_a_time(paths) as started:
+        unended = None if fresh else _unended_execution(project, checked.loaded.plan.name)
         if unended is not None:
             execution_id, status = unended
             if status != "PAUSED":
                 _refuse_a_second_run(execution_id, checked.loaded.plan, status, checked.path)
-            _offer_resume(
-                ws,
-                execution_id,
-                checked.loaded.plan.name,
-                checked.path,
-                wait=wait,
-                detach=detach,
-                supervisor=supervisor,
-                supervised=started,
-            )
-            return
+            interrupted = Interrupted(execution_id, checked.loaded.plan.name, checked.path)
+            _agree_to_resume(interrupted, ask_to_resume)
+            return launch(project, execution_id, launcher, resume=True, supervised=started)
         worktree_root = ready or _ready_to_start(paths, checked)
-        execution_id = _create_execution(ws, checked, worktree_root)
-        launch(ws, execution_id, supervisor, wait=wait, detach=detach, supervised=started)
+        execution_id = _create_execution(project, checked, worktree_root, notify)
+        return launch(project, execution_id, launcher, supervised=started)
 
 
 @contextmanager
@@ -105,36 +111,33 @@ def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> Path:
     return _worktree_root(paths, checked.loaded.plan, checked.path)
 
 
-def _create_execution(ws: Workspace, checked: PlanInRepo, worktree_root: Path) -> str:
+def _create_execution(
+    project: Project, checked: PlanInRepo, worktree_root: Path, notify: Notify
+) -> str:
     plan_path = checked.path
     plan = checked.loaded.plan
-    for warning in checked.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    dirty = git_sync("status", "--porcelain", "--untracked-files=no", cwd=ws.paths.toplevel)
-    if dirty.stdout.strip():
-        click.echo(
-            f"note: your checkout has uncommitted changes; the agents start from "
-            f"{checked.base_commit[:12] if checked.base_commit else 'the base'} without them",
-            err=True,
-        )
     assert checked.base_commit is not None
+    for warning in checked.warnings:
+        notify(PlanWarning(warning))
+    dirty = git_sync("status", "--porcelain", "--untracked-files=no", cwd=project.paths.toplevel)
+    if dirty.stdout.strip():
+        notify(UncommittedChanges(checked.base_commit))
     execution_id = new_ulid()
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
-    _refuse_a_taken_branch(ws.paths, checked, integration)
+    _refuse_a_taken_branch(project.paths, checked, integration)
     created = ev.ExecutionCreated(
         plan=plan,
         plan_path=str(plan_path.resolve()),
-        repo_root=str(ws.paths.toplevel),
-        git_common_dir=str(ws.paths.git_common_dir),
+        repo_root=str(project.paths.toplevel),
+        git_common_dir=str(project.paths.git_common_dir),
         base_commit=checked.base_commit,
         integration_branch=integration,
         tmux_socket=tmux_socket(),
         tmux_session=tmux_session_name(plan.name, execution_id),
         worktree_root=str(worktree_root / short_id(execution_id)),
-        run_root=str(ws.paths.runs / execution_id),
+        run_root=str(project.paths.runs / execution_id),
     )
-    record = NewEvent(*ev.to_record(created), schema_version=ev.SCHEMA_VERSION)
-    ws.store.create_execution(execution_id, plan.name, "RUNNING", [record], repository=ws.paths.key)
+    create_execution(project.store, execution_id, created, repository=project.paths.key)
     return execution_id
 
 
@@ -159,11 +162,11 @@ def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: s
             )
 
 
-def _unended_execution(ws: Workspace, plan_name: str) -> tuple[str, str] | None:
+def _unended_execution(project: Project, plan_name: str) -> tuple[str, str] | None:
     """The newest execution of the plan that has not ended, and its status."""
-    for row in ws.unended():
+    for row in project.unended():
         if row.plan_name == plan_name:
-            return row.execution_id, ws.status_of(ws.state(row.execution_id), row)
+            return row.execution_id, project.status_of(project.state(row.execution_id), row)
     return None
 
 
@@ -184,39 +187,18 @@ def _refuse_a_second_run(
     )
 
 
-def _offer_resume(
-    ws: Workspace,
-    execution_id: str,
-    plan_name: str,
-    plan_path: Path,
-    *,
-    wait: bool,
-    detach: bool,
-    supervisor: PendingSupervisor,
-    supervised: Callable[[], None],
-) -> None:
+def _agree_to_resume(interrupted: Interrupted, ask: AskToResume) -> None:
     """An interrupted execution of the same plan is resumed, not silently run again."""
-    fresh = shlex.quote(str(plan_path))
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        question = f"execution {execution_id} of plan {plan_name} was interrupted; resume it?"
-        if click.confirm(question, default=True):
-            launch(
-                ws,
-                execution_id,
-                supervisor,
-                wait=wait,
-                detach=detach,
-                resume=True,
-                supervised=supervised,
-            )
-            return
+    fresh = shlex.quote(str(interrupted.plan_path))
+    if ask is None:
+        raise OwnershipError(
+            f"execution {interrupted.execution_id} of plan {interrupted.plan_name} was "
+            f"interrupted: `kairo-orch resume {short_id(interrupted.execution_id)}` goes on "
+            f"with it, or `kairo-orch start --fresh {fresh}` starts a new one",
+            execution_id=interrupted.execution_id,
+        )
+    if not ask(interrupted):
         raise UsageError(f"nothing started: say `kairo-orch start --fresh {fresh}` to start anew")
-    raise OwnershipError(
-        f"execution {execution_id} of plan {plan_name} was interrupted: "
-        f"`kairo-orch resume {short_id(execution_id)}` goes on with it, "
-        f"or `kairo-orch start --fresh {fresh}` starts a new one",
-        execution_id=execution_id,
-    )
 
 
 def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Path:

@@ -1,0 +1,128 @@
+"""The read-only use cases: status, list, events, verify, report. Light: no trio."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.app.project import NoExecutionYet, open_project, repository_at
+from orchestrator.core.ids import short_id, short_id_named
+from orchestrator.core.report import build_report
+from orchestrator.errors import UsageError
+from orchestrator.git.execution_branches import unlogged_short_ids
+from orchestrator.git.spare_pools import spares_kept
+from orchestrator.git.spare_setting import spare_bytes
+from orchestrator.store.base import StoredEvent, UnknownExecution
+
+
+def status(repo: Path, store_url: str | None, execution: str | None) -> dict[str, Any]:
+    """`status --json`'s document (cli.md)."""
+    try:
+        with open_project(repo, store_url, create=False) as project:
+            execution_id = project.resolve(execution)
+            row = project.row(execution_id)
+            return project.document(project.state(execution_id), row)
+    except (NoExecutionYet, UnknownExecution) as unknown:
+        raise _with_leftovers(unknown, repo, execution, store_url) from None
+
+
+def _with_leftovers(
+    unknown: UsageError, repo: Path, execution: str | None, store_url: str | None
+) -> UsageError:
+    """`unknown`, saying what an execution of that ID left here, if it left anything: its
+    store was deleted, say."""
+    short = short_id_named(execution or "")
+    if short is None:
+        return unknown
+    if short not in unlogged_short_ids(repository_at(repo), set(), store_url):
+        return unknown
+    return UsageError(
+        f"this store has no log of execution {short}, but it left subtask branches here (its "
+        f"store was deleted?); `kairo-orch clean {short}` removes what it left"
+    )
+
+
+@dataclass(frozen=True)
+class ExecutionListed:
+    execution_id: str
+    plan: str
+    status: str
+    created_at: str
+    subtasks: int
+    merged: int
+
+
+@dataclass(frozen=True)
+class SparesKept:
+    count: int
+    bytes: int
+    at_most_bytes: int  # a root's, KAIRO_SPARE_DISK
+
+
+@dataclass(frozen=True)
+class Listing:
+    executions: tuple[ExecutionListed, ...]  # newest first
+    #: Executions no log of this store knows, which left subtask branches here.
+    unlogged: tuple[str, ...]
+    spares: SparesKept
+
+
+def list_executions(repo: Path, store_url: str | None, *, with_leftovers: bool) -> Listing:
+    """This repository's executions; `with_leftovers`, what unlogged ones left and the spares
+    kept (more git calls)."""
+    listed = []
+    # A repository that never had one has no store yet either: none is made to say so.
+    with contextlib.suppress(NoExecutionYet), open_project(repo, store_url, create=False) as p:
+        for row in p.executions():
+            state = p.state(row.execution_id)
+            listed.append(
+                ExecutionListed(
+                    execution_id=row.execution_id,
+                    plan=row.plan_name,
+                    status=p.status_of(state, row),
+                    created_at=row.created_at,
+                    subtasks=len(state.subtasks),
+                    merged=len(state.merged),
+                )
+            )
+    if not with_leftovers:
+        return Listing(tuple(listed), (), SparesKept(0, 0, 0))
+    paths = repository_at(repo)
+    logged = {short_id(item.execution_id) for item in listed}
+    count, size = spares_kept(paths.toplevel, paths.git_common_dir)
+    return Listing(
+        tuple(listed),
+        tuple(unlogged_short_ids(paths, logged, store_url)),
+        SparesKept(count, size, spare_bytes(os.environ)),
+    )
+
+
+def events(repo: Path, store_url: str | None, execution: str | None) -> list[StoredEvent]:
+    with open_project(repo, store_url, create=False) as project:
+        return project.store.read_events(project.resolve(execution))
+
+
+@dataclass(frozen=True)
+class Verified:
+    execution_id: str
+    head_seq: int
+    head_hash: str
+
+
+def verify(repo: Path, store_url: str | None, execution: str | None) -> Verified:
+    """The log's hash chain and head checked (a tampered log: exit 3)."""
+    with open_project(repo, store_url, create=False) as project:
+        execution_id = project.resolve(execution)
+        seq, head_hash = project.store.verify(execution_id)
+    return Verified(execution_id, seq, head_hash)
+
+
+def report(repo: Path, store_url: str | None, execution: str | None) -> dict[str, Any]:
+    """`report --json`'s document."""
+    with open_project(repo, store_url, create=False) as project:
+        execution_id = project.resolve(execution)
+        state = project.state(execution_id)
+        return build_report(state, project.status_of(state, project.row(execution_id)))

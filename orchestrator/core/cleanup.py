@@ -1,0 +1,76 @@
+"""What `clean` did, as data: each thing it removed or kept, and why (cli/words.py says it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+RemovedKind = Literal[
+    "tmux_session", "worktree", "branch", "integration_checkout", "integration_branch"
+]
+
+
+@dataclass(frozen=True)
+class Removed:
+    kind: RemovedKind
+    name: str  # the session, the path, the branch
+    #: A branch of unmerged work (`--force`): its head, which brings it back for a while.
+    unmerged_head: str | None = None
+    #: An integration branch: the user's branch its head is on ("" if nothing was merged).
+    held_by: str | None = None
+
+
+KeptWhy = Literal["unmerged", "uncommitted", "refused"]
+
+
+@dataclass(frozen=True)
+class SubtaskKept:
+    """A subtask's branch and worktree, kept: they hold work, or git refused."""
+
+    subtask_id: str
+    why: KeptWhy
+    branch: str
+    worktree: str | None = None
+    message: str = ""  # git's refusal
+
+
+@dataclass(frozen=True)
+class IntegrationBranchKept:
+    branch: str
+
+
+@dataclass(frozen=True)
+class RunFolderKept:
+    """The agents' output and logs of an execution whose log is gone: the user's to read."""
+
+    folder: str
+
+
+@dataclass(frozen=True)
+class SparesRemoved:
+    count: int
+
+
+@dataclass(frozen=True)
+class SpareKept:
+    """A spare worktree locked by the user (`git worktree lock`)."""
+
+    path: str
+
+
+Cleaned = Removed | SubtaskKept | IntegrationBranchKept | RunFolderKept | SparesRemoved | SpareKept
+
+
+@dataclass(frozen=True)
+class ExecutionCleaned:
+    execution_id: str
+    ended: str | None  # None: an execution without a log, or one cleaned before its end
+    steps: tuple[Cleaned, ...]
+
+
+@dataclass(frozen=True)
+class ExecutionLeftAlone:
+    execution_id: str
+    #: It has not ended: its status. Else why it was refused, in the refusal's words.
+    status: str | None = None
+    refusal: str = ""
