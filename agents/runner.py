@@ -31,13 +31,13 @@ attempt, and nothing of the attempt may keep writing to it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
 and sits in front of the agent's startup, 16 at once in a fan-out, on the cores that fill
-the worktrees. Python itself takes about 8 ms of CPU to start here; `json` and `signal`
-would add about 10 more (their Python halves import `re`, `enum` and what those import),
-so the runner uses their C halves, `_json` and `_signal`, which import nothing (8.6 ms
-of CPU all told, against 19 ms with the Python halves; `perf stat -r 40`).
+the worktrees. `json` and `signal` would more than double the CPU Python itself takes to
+start (their Python halves import `re`, `enum` and what those import), so the runner uses
+their C halves, `_json` and `_signal`, which import nothing (docs/benchmarks.md, "Figures
+behind the code").
 """
 
-# pathlib would cost ~3 ms of the runner's startup; os.path is free. contextlib likewise
+# pathlib would be a visible part of the runner's startup; os.path is free. contextlib likewise
 # (collections, functools); a try/except-pass is free:
 # ruff: noqa: PTH100, PTH113, PTH118, PTH120, SIM105
 
@@ -95,8 +95,9 @@ def runner_argv(spec_path: str, *, python: str = sys.executable) -> list[str]:
 
     Under `-I -S`, with this package's directory put first on sys.path by hand, rather than
     `-m agents.runner`: the pane's cwd is a worktree of the user's repository, which may
-    well hold an `agents/` package of its own, and no site-packages are needed (~5 ms).
-    Imported, not run by path, so that its cached bytecode is used (~2 ms of compiling).
+    well hold an `agents/` package of its own, and no site-packages are needed (their
+    setup is start-up time). Imported, not run by path, so that its cached bytecode is
+    used, not compiled anew.
     """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bootstrap = (
@@ -228,8 +229,8 @@ def _find_program(name: str, env: dict[str, str]) -> str:
     """`name` looked up on the PATH of the agent's environment, as subprocess and execvpe
     do (posix_spawnp would use the runner's, the tmux server's); relative entries and
     names with a slash are relative to the current directory, the agent's. Not
-    shutil.which: its import is ~10 ms here, and it would say 127 for a program that is
-    there but not executable, where a shell says 126."""
+    shutil.which: its import is as slow as the runner's own start, and it would say 127
+    for a program that is there but not executable, where a shell says 126."""
     if os.sep in name:
         return name
     denied = None

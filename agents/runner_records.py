@@ -2,7 +2,7 @@
 records written so that a reader sees the old file or the whole new one.
 
 `import json` loads its Python half, and with it `re` and what that imports, which with
-signal's Python half was about 10 ms of CPU of the runner's start (agents/runner.py says
+signal's Python half was more than the rest of the runner's start (agents/runner.py says
 why that counts). The runner reads one JSON document (its spec) and writes flat records
 (its start and exit), which is all this does.
 """
@@ -13,7 +13,7 @@ import os
 from _json import encode_basestring_ascii as _quoted  # json's C half, which json uses
 from _json import make_scanner as _make_scanner
 
-# pathlib would cost ~3 ms of the runner's startup; os.path is free.
+# pathlib would be a visible part of the runner's startup; os.path is free.
 # ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120
 
 PRIVATE = 0o600  # an agent's output may well print the secrets its environment holds

@@ -97,7 +97,7 @@ def run(argv: list[str] | None = None) -> int:
 
 def exit_now(code: int) -> NoReturn:
     """Exit with `code` once the output is out, without the interpreter's teardown: freeing
-    one by one what the imports built (pydantic's models, mostly) is ~30 ms of CPU, which
+    one by one what the imports built (pydantic's models, mostly) is CPU that
     `start` would spend on the cores its supervisor is filling worktrees on. Nothing here
     waits for it: the commands close their stores and files as they finish (`with`), and
     no library they use registers an atexit handler."""

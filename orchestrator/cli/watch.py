@@ -66,7 +66,7 @@ def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | 
                 )
                 shown = seen
     # The last frame stays on screen while the window is open, which may be for days: this
-    # interpreter (~40 MB) gives way to a shell that only sleeps. A resume that reopens the
+    # interpreter (tens of MB) gives way to a shell that only sleeps. A resume that reopens the
     # execution starts a new view in its place (runtime/daemon.py).
     sys.stdout.flush()
     os.execv("/bin/sh", ["/bin/sh", "-c", "while :; do sleep 86400; done"])

@@ -86,8 +86,8 @@ def parse_yaml(text: str, filename: str) -> Document:
     return Document(data=data, values=values, keys=keys, warnings=found)
 
 
-#: How deep `[` and `{` may nest: ruamel's parser slows with the square of the depth (2,000
-#: levels took 5 s before Python's recursion limit stopped it).
+#: How deep `[` and `{` may nest: ruamel's parser slows with the square of the depth (two
+#: thousand levels took seconds before Python's recursion limit stopped it).
 MAX_DEPTH = 64
 _BRACKETS = re.compile(r"[\[\]{}]")
 

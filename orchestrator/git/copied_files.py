@@ -32,7 +32,7 @@ def unmatched_patterns(
 
 
 def _wcmatch() -> tuple[ModuleType, int]:
-    # Imported here, by the few plans that copy files: ~7 ms of every supervisor's start-up.
+    # Imported here, by the few plans that copy files, not by every supervisor's start-up.
     from wcmatch import glob
 
     return glob, glob.GLOBSTAR | glob.BRACE | glob.DOTMATCH  # `**`, `{a,b}`, `.env`

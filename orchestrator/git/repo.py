@@ -149,8 +149,8 @@ def discover_repo(path: Path) -> RepoPaths:
 
 @functools.cache
 def _check_git_on_path() -> None:
-    """The git on PATH is new enough: asked once a process (~3 ms), from the root directory,
-    which exists wherever the asker is."""
+    """The git on PATH is new enough: asked once a process (a git call of its own), from the
+    root directory, which exists wherever the asker is."""
     check_git_version(parse_git_version(_run_sync(["--version"], Path(os.sep)).stdout))
 
 
@@ -177,7 +177,7 @@ async def git(
     still round-trips when it is passed back to git.
     """
     # Imported here: `status` and the live view use only this module's synchronous half,
-    # and trio would be ~40 ms of their start-up (callers of this one have trio already).
+    # and trio would be a good part of their start-up (callers of this one have it already).
     import trio
 
     try:
@@ -186,7 +186,7 @@ async def git(
             cwd=cwd,
             env=git_environment(env),
             # /dev/null rather than an empty pipe: the same end of input, one pipe and one
-            # feeding task fewer per process (about 0.1-0.3 ms of the ~2 ms a git call costs).
+            # feeding task fewer per process, a few percent of what a git call costs.
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
             capture_stdout=True,
             capture_stderr=True,

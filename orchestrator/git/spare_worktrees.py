@@ -1,14 +1,14 @@
 """Spare worktrees: released ones, kept to be reused by the next subtask that needs one.
 
 Filling a new worktree is what a fan-out costs: the kernel creating every file of the tree
-(16 of 2,000 files took about 1 s here, all of a shell loop's time). So a released
+(docs/benchmarks.md has the figures). So a released
 worktree is not deleted: it is detached from its branch and moved aside, into the spare
 pool of its worktree root and repository: kairo lays worktrees out as
 `<root>/<execution>/<subtask>`, and the pool is `<root>/.spares/<repository>/`
 (`spare_pool`; several repositories may share a root, never a spare), on the same file
 system, so that the next create in that root moves one back (a rename) and checks its new
 branch out in it, which
-rewrites only the files that differ from the spare's last commit: 16 such took 0.21 s. What
+rewrites only the files that differ from the spare's last commit, a fraction of a fill. What
 is ignored stays, as in a developer's own checkout (installed dependencies, build caches);
 what is modified or untracked goes. A worktree that is not a plain checkout (flagged index
 entries, a sparse checkout, a bisect, a lock, submodules) is removed, never kept.
@@ -29,9 +29,8 @@ one: rename the directory, then rewrite the `gitdir` file of its administrative 
 (`worktrees/ID/gitdir`, which gitrepository-layout(5) documents as the absolute path of the
 worktree's `.git` file) to point at the new place. That is one trip to a worker thread
 where git's move was a process and four such trips, under the lock every create of a
-fan-out queues on; git's moves came one every ~15 ms there, and the 16 spares of a warm
-fan-out are now all in place 0.17 s after scheduling instead of 0.28 s
-(scripts/fanout_timeline.py, medians of 5). A worktree that is locked, holds a
+fan-out queues on, and the spares of a warm fan-out are in place sooner for it
+(scripts/fanout_timeline.py measures it; docs/benchmarks.md). A worktree that is locked, holds a
 submodule's repository, names its administrative directory by a relative path (git
 2.48's `worktree.useRelativePaths`) or whose record does not point back at it is left to
 `git worktree move`, which refuses it or handles it as git does.
@@ -235,7 +234,7 @@ async def finish_interrupted_move(repo_root: Path, journal: Path) -> None:
     """Point git back at a worktree whose move a crash cut short: of the move's two ends,
     `repair` rewrites the record of the one that holds the worktree now. A no-op (one
     failed open) when no move was under way."""
-    # Run at every lock, so a stat here rather than a thread's round trip (~0.2 ms).
+    # Run at every lock, so a stat here rather than a thread's round trip.
     ends = _read_journal(journal)
     if ends is None:
         return

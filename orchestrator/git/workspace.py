@@ -285,7 +285,7 @@ class LocalWorktreeProvider:
         self, path: Path, target: str, *options: str, prune: bool = False
     ) -> None:
         """`worktree add` with no files yet, one at a time: parallel adds race ("failed to
-        read .git/worktrees/N/commondir"), and without the checkout each takes ~7 ms. The
+        read .git/worktrees/N/commondir"), and without the checkout each takes milliseconds. The
         caller fills the files in (`_fill`), which is safe in parallel. A new subtask's
         worktree is added detached and gets its branch from the fill's `switch --create`:
         `add -b` would run two git processes more (`branch`, `symbolic-ref`), under the
@@ -328,10 +328,10 @@ class LocalWorktreeProvider:
         more at once than there are cores.
 
         The cost is the kernel's, creating files (ext4's inode allocation, mostly). Two
-        fills in one block group contend for it: on 2 cores, 16 fills of a 2,000-file tree
-        took 0.70 s one or two at a time, at 0.66 s of CPU against 1.28 s. Spread over
-        block groups (worktree_paths.py), two at a time took 0.48 s. A limit, not
-        all at once, also lets the first agents start after a checkout or two.
+        fills in one block group contend for it, so that two at a time were no faster than
+        one, at twice the CPU; spread over block groups (worktree_paths.py), two at a time
+        are faster (docs/benchmarks.md, "Figures behind the code"). A limit, not all at
+        once, also lets the first agents start after a checkout or two.
         """
         async with _fill_limiter():
             await git(*command, cwd=path)
@@ -374,6 +374,6 @@ class LocalWorktreeProvider:
 def _fill_limiter() -> trio.CapacityLimiter:
     # One per process, not per repository: every repository's files go to the same disks.
     # One more than the cores: a fill waits now and then (for its directory blocks, the
-    # page cache), and a third fill uses that time. On 2 cores, 3 at once made a cold
-    # fan-out of 16 about 30 ms faster than 2 (medians of 8 paired runs, ab.py-style).
+    # page cache), and a third fill uses that time: measured faster than two on 2 cores
+    # (docs/benchmarks.md).
     return trio.CapacityLimiter((os.cpu_count() or 2) + 1)

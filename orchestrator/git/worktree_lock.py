@@ -45,7 +45,7 @@ class WorktreeLock:
     async def held(self) -> AsyncIterator[None]:
         async with self._in_process:
             # Not in a thread: opening a file in the git directory takes microseconds, and
-            # a thread's round trip (~0.2 ms) would be most of every lock's cost.
+            # a thread's round trip would be most of every lock's cost.
             descriptor = self._open()
             try:
                 # Polled, not a blocking flock in a thread: a cancelled wait must not leave a

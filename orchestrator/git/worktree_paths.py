@@ -80,9 +80,8 @@ def prepare_target(path: Path, protected: tuple[Path, ...], reserved: Path) -> P
 # directory that has it go each to a block group of their own, with free inodes, rather
 # than into their parent's. For worktrees that matters: filling one is mostly the kernel
 # allocating inodes, and in one shared group two fills contend for its bitmaps and scan
-# past every recently deleted inode (perf: find_inode_bit, recently_deleted). With the
-# flag, 16 fills of 2,000 files took 0.48 s two at a time, against 0.76 s without it and
-# 1.07 s for `git worktree add` one after another (medians of 4, scripts/bench.py's repo).
+# past every recently deleted inode (perf: find_inode_bit, recently_deleted). What the
+# flag gives a fan-out is in docs/benchmarks.md ("Figures behind the code").
 _FS_IOC_GETFLAGS = 0x80086601
 _FS_IOC_SETFLAGS = 0x40086602
 _FS_TOPDIR_FL = 0x00020000

@@ -27,7 +27,7 @@ async def wait_for_exit(tmux: TmuxServer, files: RunFiles, channel: str) -> Exit
         nursery.start_soon(_listen, tmux, channel, wake_ups)
         # The first look is for the record only: the runner was started (or found running)
         # a moment ago, and may not have said its pid yet, which would make finding it a
-        # look at every process's command line (16 of them in a fan-out, ~3 ms each).
+        # look at every process's command line (once per agent of a fan-out).
         record = await trio.to_thread.run_sync(read_exit_record, files)
         while record is None:
             with trio.move_on_after(LIVENESS_CHECK_S):

@@ -74,13 +74,14 @@ def write_live_view_store(path: Path, store_url: str | None) -> None:
 def watch_command(execution_id: str, repo_root: Path, store_file: Path) -> list[str]:
     """The supervisor window's live view: `kairo-orch watch`, with this interpreter.
 
-    It imports rich and the whole CLI (about 0.25 s of CPU), which would come just as the
-    fan-out begins, when both cores are busy filling worktrees and starting agents. So it
-    waits first, in /bin/sh, until the supervisor has started its first agents (it signals
-    `live_view_channel`) or LIVE_VIEW_WAIT_S have gone by; and it runs at a lower priority
-    (`nice`) than the work it shows. The pane's own $TMUX is the server `wait-for` asks.
-    Its store is read from `store_file` (write_live_view_store), not the environment,
-    which holds the tmux server's KAIRO_STORE: that of whatever command started it.
+    It imports rich and the whole CLI (more CPU than the supervisor's own imports), which
+    would come just as the fan-out begins, when both cores are busy filling worktrees and
+    starting agents. So it waits first, in /bin/sh, until the supervisor has started its
+    first agents (it signals `live_view_channel`) or LIVE_VIEW_WAIT_S have gone by; and it
+    runs at a lower priority (`nice`) than the work it shows. The pane's own $TMUX is the
+    server `wait-for` asks. Its store is read from `store_file` (write_live_view_store),
+    not the environment, which holds the tmux server's KAIRO_STORE: that of whatever
+    command started it.
     """
     nice = shutil.which("nice")
     argv = [

@@ -1,13 +1,14 @@
 """The supervisor process: forked from the command that starts it, ahead of its execution.
 
 A supervisor needs what `start` and `resume` have already imported (pydantic's models of
-the plan and the events, the store: about 0.15 s of CPU) and more of its own (trio,
-structlog, the runtime: about 0.13 s). A new interpreter would import the shared part a
-second time, on the two cores that are about to fill worktrees. So the command forks once
-it has imported what both use: the child becomes the supervisor (a session leader of its
-own, no terminal, its output on a pipe) and imports the rest while the parent validates
-the plan and creates the execution. Once the execution exists it is handed over: one line
-of JSON on a pipe, the arguments of `orchestrator.runtime.daemon` and its log file.
+the plan and the events, the store) and more of its own (trio, structlog, the runtime),
+about as much again (docs/benchmarks.md, "Figures behind the code"). A new interpreter
+would import the shared part a second time, on the two cores that are about to fill
+worktrees. So the command forks once it has imported what both use: the child becomes the
+supervisor (a session leader of its own, no terminal, its output on a pipe) and imports
+the rest while the parent validates the plan and creates the execution. Once the execution
+exists it is handed over: one line of JSON on a pipe, the arguments of
+`orchestrator.runtime.daemon` and its log file.
 
 A command that fails before the handover just closes the pipe (or exits), and the waiting
 child ends quietly at the end of it: nothing was claimed, nothing is left.
@@ -239,12 +240,12 @@ def imports_out_of_gc() -> Iterator[None]:
 
     Imports make tens of thousands of objects (modules, classes, functions) that live as
     long as the process and are almost never garbage, so the collector's passes while they
-    are made (over a supervisor's imports, 110 young and 10 middle ones) find next to
-    nothing: they cost 7 ms of CPU of `start`'s imports before the fork, and 12 ms with the
-    supervisor's after it (medians of 31, python -c). Afterwards every object there is
-    frozen (`gc.freeze`), so that no later pass walks them either, and a forked child
-    leaves their pages unwritten. That includes what garbage in cycles the imports left,
-    never to be collected: about 1 MB once, the price of never walking the rest.
+    are made (over a hundred of them for a supervisor's imports) find next to nothing, at a
+    measurable CPU cost on each side of the fork (docs/benchmarks.md). Afterwards every
+    object there is frozen (`gc.freeze`), so that no later pass walks them either, and a
+    forked child leaves their pages unwritten. That includes what garbage in cycles the
+    imports left, never to be collected: a little memory once, the price of never walking
+    the rest.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -6,7 +6,8 @@ The formula is store.md's, implemented once in `orchestrator.core.canonical`:
     event_hash_n = sha256_hex(event_hash_{n-1} + canonical_json(envelope_n))
 
 Recovery verifies a whole log before anything else, and the reference `canonical_json`
-(the pure-Python rfc8785 package) costs ~18 us an event: 1.8 s for 100,000. Payloads
+(the pure-Python rfc8785 package) costs seconds for a long log (docs/benchmarks.md,
+"Figures behind the code"). Payloads
 parsed from JSON are nearly always made of str, int, bool, None, list and dict with ASCII
 keys; for exactly those values the stdlib's C JSON encoder (sorted keys, no spaces, no
 ASCII escaping) writes the same bytes as RFC 8785:
@@ -172,7 +173,8 @@ def follow_stored_rows(
     literal, each number a bare integer (only an int is spliced: a "1" would write the
     very bytes of 1), so the bytes can equal a sealed envelope's only if every field,
     the payload's text included, is the very one that was sealed. One loop rather than a
-    call a row: at 100,000 rows a call a row costs ~0.03 s of a ~0.3 s verify.
+    call a row: a call a row is a tenth of a long log's verify (docs/benchmarks.md,
+    "Figures behind the code").
     """
     sha256, quote = hashlib.sha256, _quote
     for row in rows:

@@ -2,8 +2,8 @@
 
 48 bits of milliseconds since the Unix epoch, then 80 random bits, written in Crockford's
 base32: 26 characters that sort by creation time, to the millisecond. Ten lines, where the
-python-ulid package cost 12 ms of every `start` and every supervisor's start-up (it reads
-its own version from the installed distribution's metadata when imported).
+python-ulid package was a measurable part of every `start` and every supervisor's start-up
+(it reads its own version from the installed distribution's metadata when imported).
 """
 
 from __future__ import annotations

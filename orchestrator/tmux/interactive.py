@@ -43,7 +43,7 @@ def tmux_version(tmux_bin: str = "tmux") -> tuple[int, int]:
 
 def has_session_sync(socket_name: str | None, name: str, *, tmux_bin: str = "tmux") -> bool:
     """Whether session `name` exists on the server (False when no server runs)."""
-    import libtmux  # ~50 ms of import: only the commands that need it pay for it
+    import libtmux  # a slow import: only the commands that need it pay for it
     from libtmux import exc
 
     check_session_name(name)

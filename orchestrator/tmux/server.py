@@ -1,8 +1,8 @@
 """The supervisor's async handle on one tmux server: each method is ONE tmux client process.
 
 The supervisor is not inside tmux and does not need libtmux's object model on its hot
-path: a libtmux split, layout and title run about nine tmux processes (~30 ms here), where
-`open_agent_pane` chains the same work into one (~5 ms). The argv is built in `layout`
+path: a libtmux split, layout and title run about nine tmux processes, where
+`open_agent_pane` chains the same work into one, several times faster. The argv is built in `layout`
 (pure); this module runs it, turns failures into `StepFailed` or `EnvironmentProblem`, and
 remembers where the next agent pane goes.
 """
@@ -133,8 +133,8 @@ class TmuxServer:
 
         Calls are serialized (each places its pane from where the last one put its own),
         and those that queue up behind one go together in the next tmux call: in a fan-out
-        panes are asked for faster than tmux opens them one call each (a call costs ~20 ms
-        on a busy machine; one more pane chained into it, ~2 ms). The first call for a
+        panes are asked for faster than tmux opens them one call each (one more pane
+        chained into a call costs a tenth of a call of its own). The first call for a
         session in this process first asks where earlier agent windows are (a resumed
         supervisor keeps filling the last one).
         """

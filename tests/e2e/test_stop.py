@@ -30,8 +30,14 @@ def states(kairo: Kairo) -> dict[str, str]:
     return {s["id"]: s["state"] for s in kairo.json("status")["subtasks"]}
 
 
-def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(kairo: Kairo) -> None:
-    plan = queue_plan(kairo, "sleep 3; echo first > first.txt")
+def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    # The agent finishes when the test says so, not after a sleep a loaded machine outruns.
+    release = tmp_path / "release"
+    plan = queue_plan(
+        kairo, f"while [ ! -e {release} ]; do sleep 0.05; done; echo first > first.txt"
+    )
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 1)
 
@@ -42,6 +48,7 @@ def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(kairo: Kai
     assert kairo.json("status")["stopping"] == "graceful"
     assert "stopping: running attempts finish, nothing new starts" in kairo.run("status").stdout
     assert states(kairo)["first"] == "running"  # stop returned without waiting for it
+    release.touch()
     done = kairo.run("stop", "--wait")  # asking again changes nothing, and waits
     assert done.returncode == 0, done.stderr
     status = kairo.json("status")
