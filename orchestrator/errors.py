@@ -17,6 +17,7 @@ docs/cli.md; anything else that escapes is a bug and is reported as such.
 
 from __future__ import annotations
 
+import sys
 from typing import ClassVar
 
 
@@ -99,3 +100,12 @@ class StoreLost(EnvironmentProblem):
 
 class StepFailed(KairoError):
     exit_code = 1
+
+
+def exit_status(done: SystemExit) -> int:
+    """The status a `SystemExit` ends a process with, as the interpreter's would: its
+    code, 0 for None, and 1 for anything else (a message, printed to stderr)."""
+    if done.code is None or isinstance(done.code, int):
+        return done.code or 0
+    print(done.code, file=sys.stderr)
+    return 1

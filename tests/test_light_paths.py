@@ -37,7 +37,8 @@ def test_status_and_the_live_view_do_not_import_trio() -> None:
 def test_start_validate_and_resume_do_not_import_trio() -> None:
     # They run before the supervisor's first worktree, beside its own imports.
     loaded = _modules_after(
-        "import orchestrator.app.starting, orchestrator.cli.validate, orchestrator.cli.resume"
+        "import orchestrator.cli.validate, orchestrator.app.starting, orchestrator.app.resuming,"
+        " orchestrator.cli.outcomes"
     )
     assert "pydantic" in loaded and "orchestrator" in loaded
     assert "trio" not in loaded

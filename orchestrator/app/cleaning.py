@@ -11,12 +11,13 @@ import trio
 
 from orchestrator import kairo_dir
 from orchestrator.app.project import NoExecutionYet, Project, open_project, repository_at
-from orchestrator.app.starting import tmux_socket
 from orchestrator.core.cleanup import (
     Cleaned,
     ExecutionCleaned,
     ExecutionLeftAlone,
     IntegrationBranchKept,
+    NotEnded,
+    Refused,
     Removed,
     SpareKept,
     SparesRemoved,
@@ -35,6 +36,7 @@ from orchestrator.runtime.leftovers import (
 )
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.store.base import UnknownExecution
+from orchestrator.tmux.interactive import socket_from_environment
 from orchestrator.tmux.server import TmuxServer
 
 
@@ -76,7 +78,7 @@ def clean(
                     raise
                 # The spares are the repository's, not the newest execution's: that one
                 # going on is no reason to keep them.
-                cleaned = (ExecutionLeftAlone(state.execution_id, refusal=refused.message),)
+                cleaned = (Refused(state.execution_id, refused.message),)
         return CleanResult(cleaned, _spares_removed(project.paths.toplevel) if spares else ())
 
 
@@ -102,7 +104,7 @@ def _leftovers_without_a_log(repo: Path, store_url: str | None, execution: str) 
 
 
 def _tmux() -> TmuxServer:
-    return TmuxServer(tmux_socket())
+    return TmuxServer(socket_from_environment())
 
 
 def _clean_one(project: Project, state: ExecutionState, force: bool) -> ExecutionCleaned:
@@ -142,12 +144,12 @@ def _clean_every_ended(
         state = project.state(row.execution_id)
         if state.ended is None:
             status = project.status_of(state, row)
-            cleaned.append(ExecutionLeftAlone(row.execution_id, status=status))
+            cleaned.append(NotEnded(row.execution_id, status))
             continue
         try:
             cleaned.append(_clean_one(project, state, force))
         except OwnershipError as refused:  # its supervisor is still letting go: the rest go on
-            cleaned.append(ExecutionLeftAlone(row.execution_id, refusal=refused.message))
+            cleaned.append(Refused(row.execution_id, refused.message))
     return tuple(cleaned)
 
 
@@ -193,7 +195,7 @@ async def _clean(project: Project, state: ExecutionState, force: bool) -> list[C
     # with the session (the log, the report and the attempts' records stay).
     await trio.Path(kairo_dir.store_file(Path(state.created.run_root))).unlink(missing_ok=True)
     if integration_head == state.created.base_commit and await _delete_quietly(root, integration):
-        steps.append(Removed("integration_branch", integration, held_by=""))  # nothing merged
+        steps.append(Removed("integration_branch", integration))  # nothing was merged
     else:
         steps.append(IntegrationBranchKept(integration))
     return steps

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.app.project import NoExecutionYet, open_project, repository_at
-from orchestrator.core.ids import short_id, short_id_named
+from orchestrator.app.results import ExecutionListed, LeftHere, SparesKept, Verified
+from orchestrator.core.ids import short_id_named
 from orchestrator.core.report import build_report
 from orchestrator.errors import UsageError
 from orchestrator.git.execution_branches import unlogged_short_ids
@@ -45,34 +45,8 @@ def _with_leftovers(
     )
 
 
-@dataclass(frozen=True)
-class ExecutionListed:
-    execution_id: str
-    plan: str
-    status: str
-    created_at: str
-    subtasks: int
-    merged: int
-
-
-@dataclass(frozen=True)
-class SparesKept:
-    count: int
-    bytes: int
-    at_most_bytes: int  # a root's, KAIRO_SPARE_DISK
-
-
-@dataclass(frozen=True)
-class Listing:
-    executions: tuple[ExecutionListed, ...]  # newest first
-    #: Executions no log of this store knows, which left subtask branches here.
-    unlogged: tuple[str, ...]
-    spares: SparesKept
-
-
-def list_executions(repo: Path, store_url: str | None, *, with_leftovers: bool) -> Listing:
-    """This repository's executions; `with_leftovers`, what unlogged ones left and the spares
-    kept (more git calls)."""
+def list_executions(repo: Path, store_url: str | None) -> tuple[ExecutionListed, ...]:
+    """This repository's executions, newest first."""
     listed = []
     # A repository that never had one has no store yet either: none is made to say so.
     with contextlib.suppress(NoExecutionYet), open_project(repo, store_url, create=False) as p:
@@ -88,28 +62,23 @@ def list_executions(repo: Path, store_url: str | None, *, with_leftovers: bool) 
                     merged=len(state.merged),
                 )
             )
-    if not with_leftovers:
-        return Listing(tuple(listed), (), SparesKept(0, 0, 0))
+    return tuple(listed)
+
+
+def left_here(repo: Path, store_url: str | None, logged: set[str]) -> LeftHere:
+    """What the repository holds beside the logs of the executions `logged` names (their
+    short ids): what others left, and the spare worktrees kept for reuse."""
     paths = repository_at(repo)
-    logged = {short_id(item.execution_id) for item in listed}
     count, size = spares_kept(paths.toplevel, paths.git_common_dir)
-    return Listing(
-        tuple(listed),
+    return LeftHere(
         tuple(unlogged_short_ids(paths, logged, store_url)),
-        SparesKept(count, size, spare_bytes(os.environ)),
+        SparesKept(count, size, spare_bytes(os.environ)) if count else None,
     )
 
 
 def events(repo: Path, store_url: str | None, execution: str | None) -> list[StoredEvent]:
     with open_project(repo, store_url, create=False) as project:
         return project.store.read_events(project.resolve(execution))
-
-
-@dataclass(frozen=True)
-class Verified:
-    execution_id: str
-    head_seq: int
-    head_hash: str
 
 
 def verify(repo: Path, store_url: str | None, execution: str | None) -> Verified:

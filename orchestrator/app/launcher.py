@@ -10,13 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.runtime.supervisor_process import (
-    exit_status,
-    imports_out_of_gc,
-    pending_supervisor,
-)
+from orchestrator.runtime.supervisor_process import imports_out_of_gc, pending_supervisor
 
-__all__ = ["Launcher", "exit_status", "imports_out_of_gc", "pending_supervisor"]
+__all__ = ["Launcher", "imports_out_of_gc", "pending_supervisor"]
 
 
 class Launcher(Protocol):

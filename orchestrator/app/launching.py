@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.launcher import Launcher
 from orchestrator.app.project import Project
+from orchestrator.app.results import Launched
 from orchestrator.core.events import StopMode
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem
@@ -20,21 +20,6 @@ from orchestrator.runtime.supervisor_process import daemon_arguments, supervisor
 
 STARTUP_TIMEOUT_S = 20.0
 POLL_S = 0.05
-
-
-@dataclass(frozen=True)
-class Launched:
-    """An execution its new supervisor now runs."""
-
-    execution_id: str
-    plan_name: str
-    subtasks: int
-    integration_branch: str
-    resumed: bool
-    #: The log's last seq when it was handed over: an end after it is this run's.
-    seq: int
-    tmux_socket: str | None
-    tmux_session: str
 
 
 def launch(

@@ -41,7 +41,3 @@ Note = (
     PlanWarning | UncommittedChanges | PlanChangedSinceStart | StoreNotAnswering | StoreAnswersAgain
 )
 Notify = Callable[[Note], None]
-
-
-def ignore(note: Note) -> None:
-    """For a caller that wants no notes."""

@@ -6,16 +6,17 @@ from datetime import datetime
 from pathlib import Path
 
 from orchestrator.app.launcher import Launcher
-from orchestrator.app.launching import Launched, launch
+from orchestrator.app.launching import launch
 from orchestrator.app.notes import Notify, PlanChangedSinceStart
 from orchestrator.app.plans import require_agent_environment
-from orchestrator.app.project import Project
-from orchestrator.app.waiting import AlreadyEnded
+from orchestrator.app.project import Project, open_project
+from orchestrator.app.results import AlreadyEnded, Launched
 from orchestrator.core.state import ExecutionState
 
 
 def resume(
-    project: Project,
+    repo: Path,
+    store_url: str | None,
     execution: str | None,
     *,
     launcher: Launcher,
@@ -23,6 +24,17 @@ def resume(
     notify: Notify,
 ) -> Launched | AlreadyEnded:
     """Go on with `execution` (left out: the newest that is paused, else the newest)."""
+    with open_project(repo, store_url, create=False) as project:
+        return _resume(project, execution, launcher, rerun_interrupted, notify)
+
+
+def _resume(
+    project: Project,
+    execution: str | None,
+    launcher: Launcher,
+    rerun_interrupted: bool,
+    notify: Notify,
+) -> Launched | AlreadyEnded:
     execution_id = project.resolve_unended(execution, paused=True)
     project.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
     state = project.state(execution_id)

@@ -7,16 +7,16 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from orchestrator import kairo_dir
 from orchestrator.app.launcher import Launcher
-from orchestrator.app.launching import Launched, launch
+from orchestrator.app.launching import launch
 from orchestrator.app.notes import Notify, PlanWarning, UncommittedChanges
 from orchestrator.app.plans import PlanInRepo, read_plan, require_runnable
 from orchestrator.app.project import Project, project_at, repository_at
+from orchestrator.app.results import Interrupted, Launched
 from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
@@ -26,27 +26,17 @@ from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
 from orchestrator.runtime.log_records import create_execution
 from orchestrator.store.ulid import new_ulid
-from orchestrator.tmux.interactive import tmux_version
-
-
-@dataclass(frozen=True)
-class Interrupted:
-    """An interrupted execution of the plan being started: resumed, not run again."""
-
-    execution_id: str
-    plan_name: str
-    plan_path: Path
-
+from orchestrator.tmux.interactive import socket_from_environment, tmux_version
 
 #: Asked whether to resume an interrupted execution; None: nobody to ask (a script).
 AskToResume = Callable[[Interrupted], bool] | None
 
 
 def start(
-    plan: Path,
-    *,
     repo: Path,
     store_url: str | None,
+    plan: Path,
+    *,
     fresh: bool,
     launcher: Launcher,
     notify: Notify,
@@ -132,7 +122,7 @@ def _create_execution(
         git_common_dir=str(project.paths.git_common_dir),
         base_commit=checked.base_commit,
         integration_branch=integration,
-        tmux_socket=tmux_socket(),
+        tmux_socket=socket_from_environment(),
         tmux_session=tmux_session_name(plan.name, execution_id),
         worktree_root=str(worktree_root / short_id(execution_id)),
         run_root=str(project.paths.runs / execution_id),
@@ -221,9 +211,3 @@ def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Pat
             f"({root}), where Claude Code refuses to edit any file; name a folder outside it"
         )
     return root
-
-
-def tmux_socket() -> str | None:
-    """The tmux server (`tmux -L NAME`) executions started from here use: the user's own
-    unless KAIRO_TMUX_SOCKET names another."""
-    return os.environ.get("KAIRO_TMUX_SOCKET") or None

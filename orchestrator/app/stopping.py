@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.launcher import pending_supervisor
 from orchestrator.app.launching import launch
 from orchestrator.app.project import Project, open_project
-from orchestrator.app.waiting import AlreadyEnded
+from orchestrator.app.results import AlreadyEnded, StopRecorded
 from orchestrator.core.events import StopMode
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
@@ -28,20 +27,6 @@ from orchestrator.runtime.stopping import GRACEFUL_SIGNALS, NOW_SIGNAL
 
 REQUEST_TIMEOUT_S = 20.0
 POLL_S = 0.05
-
-
-@dataclass(frozen=True)
-class StopRecorded:
-    """The request is in the log: what happens now follows from these."""
-
-    execution_id: str
-    mode: StopMode
-    #: The agents running when it was asked: by the time it is recorded, a `--now` may
-    #: already have seen some of them exit.
-    running: int
-    ended: str | None  # the execution's end, if it has ended since
-    #: The log's last seq before the request: an end after it is the stop's.
-    asked_at_seq: int
 
 
 def stop(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.notes import Notify, StoreAnswersAgain, StoreNotAnswering
-from orchestrator.app.project import Project
-from orchestrator.core.events import ReviewStep
+from orchestrator.app.project import Project, open_project
+from orchestrator.app.results import Ended, FailedReviewStep, SupervisorDied
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
@@ -22,46 +21,19 @@ POLL_S = 0.1
 OUTAGE_POLL_S = 0.5
 
 
-@dataclass(frozen=True)
-class FailedReviewStep:
-    """A review step that failed: it changes no exit code, but is easy to miss."""
-
-    step: ReviewStep
-    exit_code: int
-
-
-@dataclass(frozen=True)
-class Ended:
-    execution_id: str
-    status: str  # COMPLETED, FAILED, STOPPED, ...
-    merged: int
-    subtasks: int
-    failed_review_steps: tuple[FailedReviewStep, ...] = ()
-
-
-@dataclass(frozen=True)
-class AlreadyEnded:
-    """What a command that acts on a running execution finds ended already."""
-
-    execution_id: str
-    status: str
-
-
-@dataclass(frozen=True)
-class SupervisorDied:
-    """Its supervisor is gone before the end: the execution is paused, `resume` goes on."""
-
-    execution_id: str
-    status: str
-    supervisor_log: Path
-
-
 def wait_for_end(
-    project: Project, execution_id: str, notify: Notify, *, after_seq: int = -1
+    repo: Path, store_url: str | None, execution_id: str, notify: Notify, *, after_seq: int = -1
 ) -> Ended | SupervisorDied:
     """Once an end later than `after_seq` is in the log (a reopened execution's old end
     does not count), or its supervisor died first. A store that stops answering is waited
     out, for as long as the supervisor on this host lives (it rides it out too)."""
+    with open_project(repo, store_url, create=False) as project:
+        return _wait(project, execution_id, notify, after_seq)
+
+
+def _wait(
+    project: Project, execution_id: str, notify: Notify, after_seq: int
+) -> Ended | SupervisorDied:
     state = project.state(execution_id)
     outage = _Outage(notify)
     while True:
@@ -73,7 +45,7 @@ def wait_for_end(
             continue
         outage.over()
         if state.ended is not None and (state.ended_seq or 0) > after_seq:
-            return ended(state)
+            return _ended(state)
         if not owner_alive(row) and state.ended is None:
             # The supervisor lets go of the row right after it appends the end: read again.
             state = advance_state(project.store, state)
@@ -86,7 +58,7 @@ def wait_for_end(
         time.sleep(POLL_S)
 
 
-def ended(state: ExecutionState) -> Ended:
+def _ended(state: ExecutionState) -> Ended:
     assert state.ended is not None
     return Ended(
         execution_id=state.execution_id,

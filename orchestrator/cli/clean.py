@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.app.cleaning import clean as clean_up
+from orchestrator.app import cleaning
 from orchestrator.cli import words
 from orchestrator.cli.options import common_options
 from orchestrator.core.cleanup import ExecutionCleaned
@@ -38,18 +38,18 @@ def clean(
     store_url: str | None,
 ) -> None:
     """Remove an ended execution's worktrees, tmux session and merged subtask branches."""
-    result = clean_up(repo, store_url, execution, every=every, force=force, spares=spares)
+    result = cleaning.clean(repo, store_url, execution, every=every, force=force, spares=spares)
     lines = []
     for done in result.executions:
         if not isinstance(done, ExecutionCleaned):
             lines.append(words.left_alone(done))
         elif every:  # each execution's under its id
-            lines.append(f"{done.execution_id} ({done.ended}):")
+            lines.append(words.cleaned_heading(done.execution_id, done.ended))
             lines += [f"  {words.cleaned(step)}" for step in done.steps]
         else:
             lines += [words.cleaned(step) for step in done.steps]
     if every and not result.executions:
-        lines.append("no executions in this repository yet")
+        lines.append(words.NOTHING_TO_CLEAN)
     lines += [words.cleaned(step) for step in result.spares]
     for line in lines:
         click.echo(line)

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from orchestrator.app import inspecting
-from orchestrator.cli import render
+from orchestrator.cli import render, words
 from orchestrator.cli.options import common_options
+from orchestrator.core.ids import short_id
 from orchestrator.core.report import to_markdown
 
 
@@ -33,25 +34,19 @@ def status(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 @common_options
 def list_(as_json: bool, repo: Path, store_url: str | None) -> None:
     """Every execution of this repository, newest first."""
-    listing = inspecting.list_executions(repo, store_url, with_leftovers=not as_json)
-    items = [dataclasses.asdict(item) for item in listing.executions]
+    listed = inspecting.list_executions(repo, store_url)
+    items = [dataclasses.asdict(item) for item in listed]
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
     render.executions(items)
-    for short in listing.unlogged:
-        click.echo(
-            f"execution {short} left subtask branches here but is in no log of this store "
-            f"(its store was deleted, or it is another store's); `kairo-orch clean {short}` "
-            "removes what it left"
-        )
-    spares = listing.spares
-    if spares.count:  # what the disk holds for the next run, and how to have it back
-        click.echo(
-            f"{spares.count} spare worktree{'' if spares.count == 1 else 's'} kept for reuse, "
-            f"{spares.bytes / 1024**2:,.0f} MiB (at most {spares.at_most_bytes / 1024**3:g} GiB "
-            "a root: KAIRO_SPARE_DISK); `kairo-orch clean --spares` removes them"
-        )
+    # What the repository holds beside those, which takes more git calls: after the table.
+    logged = {short_id(item.execution_id) for item in listed}
+    left = inspecting.left_here(repo, store_url, logged)
+    for short in left.unlogged:
+        click.echo(words.unlogged(short))
+    if left.spares is not None:  # what the disk holds for the next run, and how to have it back
+        click.echo(words.spares_kept(left.spares))
 
 
 @click.command()
@@ -83,11 +78,7 @@ def events(execution: str | None, as_json: bool, repo: Path, store_url: str | No
 @common_options
 def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
     """Verify the event log's hash chain and head."""
-    verified = inspecting.verify(repo, store_url, execution)
-    click.echo(
-        f"{verified.execution_id}: the log verifies; head seq {verified.head_seq}, "
-        f"hash {verified.head_hash}"
-    )
+    click.echo(words.verified(inspecting.verify(repo, store_url, execution)))
 
 
 @click.command()

@@ -14,8 +14,7 @@ from typing import NoReturn
 
 import click
 
-from orchestrator.app.launcher import exit_status
-from orchestrator.errors import KairoError
+from orchestrator.errors import KairoError, exit_status
 
 # Each command's module is imported only when that command runs: trio, the git layer and
 # the plan loader cost hundreds of milliseconds that `status --json` need not pay.

@@ -33,22 +33,22 @@ def resume(
     # As in `start`: the supervisor is forked once the imports it shares with this command
     # are done, and the rest of each side's imports run side by side.
     with imports_out_of_gc():
-        from orchestrator.app.project import open_project
+        import orchestrator.app.project  # noqa: F401
 
     with pending_supervisor() as supervisor:
-        from orchestrator.app.resuming import resume
-        from orchestrator.app.waiting import AlreadyEnded
+        from orchestrator.app import resuming
+        from orchestrator.app.results import AlreadyEnded
         from orchestrator.cli import words
-        from orchestrator.cli.waits import after_launch, echo_note, wait_exit_code
+        from orchestrator.cli.outcomes import after_launch, echo_note, wait_exit_code
 
-        with open_project(repo, store_url, create=False) as project:
-            outcome = resume(
-                project,
-                execution,
-                launcher=supervisor,
-                rerun_interrupted=rerun_interrupted,
-                notify=echo_note,
-            )
+        outcome = resuming.resume(
+            repo,
+            store_url,
+            execution,
+            launcher=supervisor,
+            rerun_interrupted=rerun_interrupted,
+            notify=echo_note,
+        )
     if isinstance(outcome, AlreadyEnded):
         if wait:  # exits with the outcome, which it reports
             raise SystemExit(wait_exit_code(repo, store_url, outcome.execution_id))

@@ -28,20 +28,18 @@ def start(
         import orchestrator.app.project  # noqa: F401
 
     with pending_supervisor() as supervisor:
-        from orchestrator.app.starting import Interrupted, start
-        from orchestrator.cli.waits import after_launch, echo_note
+        from orchestrator.app import starting
+        from orchestrator.app.results import Interrupted
+        from orchestrator.cli import words
+        from orchestrator.cli.outcomes import after_launch, echo_note
 
         def ask_to_resume(interrupted: Interrupted) -> bool:
-            return click.confirm(
-                f"execution {interrupted.execution_id} of plan {interrupted.plan_name} was "
-                "interrupted; resume it?",
-                default=True,
-            )
+            return click.confirm(words.resume_question(interrupted), default=True)
 
-        launched = start(
+        launched = starting.start(
+            repo,
+            store_url,
             plan,
-            repo=repo,
-            store_url=store_url,
             fresh=fresh,
             launcher=supervisor,
             notify=echo_note,

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from orchestrator.app.stopping import stop as stop_execution
-from orchestrator.app.waiting import AlreadyEnded
+from orchestrator.app import stopping
+from orchestrator.app.results import AlreadyEnded
 from orchestrator.cli import words
 from orchestrator.cli.options import common_options
-from orchestrator.cli.waits import EXIT_FAILED, wait_exit_code
+from orchestrator.cli.outcomes import EXIT_FAILED, wait_exit_code
 from orchestrator.core.events import StopMode
 
 STOP_SUCCESS = ("STOPPED", "COMPLETED")  # the ends `stop --wait` exits 0 for
@@ -28,7 +28,7 @@ def stop(execution: str | None, now: bool, wait: bool, repo: Path, store_url: st
     attempts finish and are judged, accepted work is merged, nothing new starts. It ends
     STOPPED."""
     mode: StopMode = "now" if now else "graceful"
-    outcome = stop_execution(repo, store_url, execution, mode)
+    outcome = stopping.stop(repo, store_url, execution, mode)
     if isinstance(outcome, AlreadyEnded):
         click.echo(words.already_ended(outcome), err=True)
         if wait:  # its outcome, as a wait for it would have given

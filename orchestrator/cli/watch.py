@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -44,9 +45,11 @@ def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | 
     """The supervisor window: every subtask's state, refreshed live."""
     if store_file is not None:  # the supervisor's live view (daemon.write_live_view_store)
         store_url = store_file.read_text(encoding="utf-8").strip() or None
+    looks = follow(repo, store_url, execution)
+    first = next(looks)  # an unknown ID is refused before the screen is taken
     shown: tuple[object, ...] | None = None
     with Live(auto_refresh=False, console=render.console()) as live:
-        for look in follow(repo, store_url, execution):
+        for look in itertools.chain([first], looks):
             # Drawing is most of a look's cost: only for a change, or a resize (a client
             # of another size attached), which leaves the old frame wrapped.
             seen = (look.document, live.console.size)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 
-from orchestrator.app.launching import Launched
 from orchestrator.app.notes import (
     Note,
     PlanChangedSinceStart,
@@ -13,12 +12,21 @@ from orchestrator.app.notes import (
     StoreNotAnswering,
     UncommittedChanges,
 )
-from orchestrator.app.stopping import StopRecorded
-from orchestrator.app.waiting import AlreadyEnded, Ended, SupervisorDied
+from orchestrator.app.results import (
+    AlreadyEnded,
+    Ended,
+    Interrupted,
+    Launched,
+    SparesKept,
+    StopRecorded,
+    SupervisorDied,
+    Verified,
+)
 from orchestrator.core.cleanup import (
     Cleaned,
     ExecutionLeftAlone,
     IntegrationBranchKept,
+    NotEnded,
     Removed,
     RunFolderKept,
     SpareKept,
@@ -46,6 +54,14 @@ def note(said: Note) -> str:
             return f"kairo-orch: {message}; waiting for it to answer again"
         case StoreAnswersAgain():
             return "kairo-orch: the store answers again"
+    raise AssertionError(said)
+
+
+def resume_question(interrupted: Interrupted) -> str:
+    return (
+        f"execution {interrupted.execution_id} of plan {interrupted.plan_name} was "
+        "interrupted; resume it?"
+    )
 
 
 def launched(done: Launched) -> str:
@@ -159,8 +175,36 @@ def cleaned(step: Cleaned) -> str:
 
 
 def left_alone(alone: ExecutionLeftAlone) -> str:
-    why = f"it has not ended (it is {alone.status})" if alone.status else alone.refusal
-    return f"{alone.execution_id}: left alone, {why}"
+    if isinstance(alone, NotEnded):
+        return f"{alone.execution_id}: left alone, it has not ended (it is {alone.status})"
+    return f"{alone.execution_id}: left alone, {alone.message}"
+
+
+def cleaned_heading(execution_id: str, ended: str | None) -> str:
+    return f"{execution_id} ({ended}):"
+
+
+NOTHING_TO_CLEAN = "no executions in this repository yet"
+
+
+def unlogged(short: str) -> str:
+    return (
+        f"execution {short} left subtask branches here but is in no log of this store "
+        f"(its store was deleted, or it is another store's); `kairo-orch clean {short}` "
+        "removes what it left"
+    )
+
+
+def spares_kept(spares: SparesKept) -> str:
+    return (
+        f"{count(spares.count, 'spare worktree')} kept for reuse, "
+        f"{spares.bytes / 1024**2:,.0f} MiB (at most {spares.at_most_bytes / 1024**3:g} GiB "
+        "a root: KAIRO_SPARE_DISK); `kairo-orch clean --spares` removes them"
+    )
+
+
+def verified(done: Verified) -> str:
+    return f"{done.execution_id}: the log verifies; head seq {done.head_seq}, hash {done.head_hash}"
 
 
 def count(n: int, noun: str) -> str:

@@ -16,7 +16,7 @@ class Removed:
     name: str  # the session, the path, the branch
     #: A branch of unmerged work (`--force`): its head, which brings it back for a while.
     unmerged_head: str | None = None
-    #: An integration branch: the user's branch its head is on ("" if nothing was merged).
+    #: An integration branch: the user's branch its head is on; None: nothing was merged.
     held_by: str | None = None
 
 
@@ -69,8 +69,19 @@ class ExecutionCleaned:
 
 
 @dataclass(frozen=True)
-class ExecutionLeftAlone:
+class NotEnded:
+    """Left alone: it has not ended."""
+
     execution_id: str
-    #: It has not ended: its status. Else why it was refused, in the refusal's words.
-    status: str | None = None
-    refusal: str = ""
+    status: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Left alone, for the reason the refusal gives (its supervisor is letting go, say)."""
+
+    execution_id: str
+    message: str
+
+
+ExecutionLeftAlone = NotEnded | Refused

@@ -37,7 +37,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from orchestrator.errors import EnvironmentProblem, KairoError, deliberate
+from orchestrator.errors import EnvironmentProblem, KairoError, deliberate, exit_status
 from orchestrator.runtime.without_rich import without_rich
 
 if TYPE_CHECKING:
@@ -223,15 +223,6 @@ def _refuse_to_fork_unsafely() -> None:
     threading = sys.modules.get("threading")  # not imported: no thread was started
     if threading is not None and threading.active_count() > 1:
         raise AssertionError("a supervisor is forked only from a command that runs no thread")
-
-
-def exit_status(done: SystemExit) -> int:
-    """The status a `SystemExit` ends a process with, as the interpreter's would: its
-    code, 0 for None, and 1 for anything else (a message, printed to stderr)."""
-    if done.code is None or isinstance(done.code, int):
-        return done.code or 0
-    print(done.code, file=sys.stderr)
-    return 1
 
 
 @contextmanager

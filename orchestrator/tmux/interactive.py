@@ -21,6 +21,12 @@ from orchestrator.tmux.layout import (
 )
 
 
+def socket_from_environment() -> str | None:
+    """The tmux server (`tmux -L NAME`) executions started from here use: the user's own
+    unless KAIRO_TMUX_SOCKET names another."""
+    return os.environ.get("KAIRO_TMUX_SOCKET") or None
+
+
 def tmux_version(tmux_bin: str = "tmux") -> tuple[int, int]:
     """The installed tmux's (major, minor); EnvironmentProblem if missing or too old.
 

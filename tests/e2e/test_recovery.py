@@ -131,11 +131,11 @@ agent: {{kind: shell, run: "true"}}
 subtasks:
   - id: left
     agent:
-      run: 'echo left >> {runs}; echo partial > left.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then sleep {sleep}; fi; echo left > left.txt'
+      run: 'echo left >> {runs}; echo partial > left.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then {hold}; fi; echo left > left.txt'
       idempotent: true
   - id: right
     agent:
-      run: 'echo right >> {runs}; echo partial > right.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then sleep {sleep}; fi; echo right > right.txt'
+      run: 'echo right >> {runs}; echo partial > right.txt; if [ "$KAIRO_ATTEMPT" = 1 ]; then {hold}; fi; echo right > right.txt'
 """
 
 
@@ -146,9 +146,15 @@ def running_agents(kairo: Kairo) -> int:
     return len(started)
 
 
-def start_then_kill_9(kairo: Kairo, runs: Path, sleep: float = 2) -> None:
-    """Two agents running, then their supervisor killed with -9: the execution is PAUSED."""
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=sleep))
+def start_then_kill_9(
+    kairo: Kairo, runs: Path, sleep: float = 2, *, release: Path | None = None
+) -> None:
+    """Two agents running, then their supervisor killed with -9: the execution is PAUSED.
+    Their first attempts end after `sleep`, or (`release`) once that file exists."""
+    hold = f"sleep {sleep}"
+    if release is not None:
+        hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold=hold))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 2)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
@@ -214,7 +220,7 @@ def test_agents_gone_with_their_tmux_server_are_interrupted_and_rerun_only_when_
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=60))
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 60"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(
         lambda: running_agents(kairo) == 2 and runs.exists() and len(runs.read_text().split()) == 2
@@ -253,7 +259,8 @@ def test_two_concurrent_resumes_one_owns_the_other_exits_4(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    start_then_kill_9(kairo, runs, sleep=6)  # still running when the third resume asks
+    release = tmp_path / "release"
+    start_then_kill_9(kairo, runs, release=release)  # still running when the third one asks
 
     both = [
         subprocess.Popen(
@@ -272,6 +279,7 @@ def test_two_concurrent_resumes_one_owns_the_other_exits_4(
     assert codes == [0, 4], outputs
     again = kairo.run("resume", "--detach")
     assert again.returncode == 4 and "supervised by" in again.stderr
+    release.touch()
     wait_for(lambda: kairo.json("status")["status"] == "COMPLETED", seconds=30)
     assert sorted(runs.read_text().split()) == ["left", "right"]
 
@@ -301,7 +309,7 @@ def test_start_refuses_while_an_interrupted_execution_of_the_plan_exists(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 2"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     execution_id = kairo.json("status")["execution_id"]
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
@@ -321,7 +329,7 @@ def test_clean_refuses_an_execution_that_has_not_ended(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, sleep=2))
+    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 2"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")

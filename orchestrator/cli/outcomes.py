@@ -1,5 +1,6 @@
-"""After a supervisor takes an execution over: say so, then wait for its end (`--wait`),
-attach to its tmux session (a terminal, no `--detach`) or return."""
+"""What a command does with an execution a supervisor took over: say so, then wait for its
+end (`--wait`), attach to its tmux session (a terminal, no `--detach`) or return; and the
+exit codes of an end (cli.md)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from pathlib import Path
 
 import click
 
-from orchestrator.app.launching import Launched
 from orchestrator.app.notes import Note
-from orchestrator.app.project import open_project
-from orchestrator.app.waiting import Ended, wait_for_end
+from orchestrator.app.results import Ended, Launched
+from orchestrator.app.waiting import wait_for_end
 from orchestrator.app.watching import Session, attach_to
 from orchestrator.cli import words
 
@@ -50,8 +50,7 @@ def wait_exit_code(
 ) -> int:
     """Wait for the end; say it; exit 0 for an end in `success`."""
     try:
-        with open_project(repo, store_url, create=False) as project:
-            end = wait_for_end(project, execution_id, echo_note, after_seq=after_seq)
+        end = wait_for_end(repo, store_url, execution_id, echo_note, after_seq=after_seq)
     except KeyboardInterrupt:  # only the waiting ends: the supervisor is a session of its own
         click.echo(words.stopped_waiting(execution_id), err=True)
         return EXIT_SIGINT
