@@ -44,6 +44,7 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
+from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
@@ -102,7 +103,10 @@ def _stops(state: ExecutionState) -> Iterator[ev.SubtaskStopped]:
         if view.state == "pending":
             yield ev.SubtaskStopped(
                 subtask_id=view.id,
-                reason="stopped: the execution was stopped before this subtask started",
+                reason=Reason(
+                    code=ReasonCode.STOPPED,
+                    detail="the execution was stopped before this subtask started",
+                ),
             )
 
 
@@ -115,9 +119,12 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
         if program in logged_out:
             yield ev.SubtaskSkipped(
                 subtask_id=spec.id,
-                reason=(
-                    f"agent_failed: not started: the {spec.agent.kind} agent could not log in "
-                    f"(subtask '{logged_out[program]}'); log it in and start the plan again"
+                reason=Reason(
+                    code=ReasonCode.AGENT_FAILED,
+                    detail=(
+                        f"not started: the {spec.agent.kind} agent could not log in "
+                        f"(subtask '{logged_out[program]}'); log it in and start the plan again"
+                    ),
                 ),
             )
             continue
@@ -126,7 +133,10 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
             if dep_state in TERMINAL and dep_state != "merged":
                 yield ev.SubtaskSkipped(
                     subtask_id=spec.id,
-                    reason=f"dependency: it depends on '{dependency}', which {_past(dep_state)}",
+                    reason=Reason(
+                        code=ReasonCode.DEPENDENCY,
+                        detail=f"it depends on '{dependency}', which {_past(dep_state)}",
+                    ),
                     dependency=dependency,
                 )
                 break
@@ -230,7 +240,7 @@ def _violations(
         yield ev.ConstraintViolated(
             constraint=validation.constraint,
             action=action.name,  # type: ignore[arg-type]
-            reason=validation.reason,
+            reason=as_reason(validation.reason),
             subtask_id=context.subtask_id,
             attempt=context.attempt,
         )
@@ -265,6 +275,7 @@ def _attempt_starts(
         verdict = evaluate(constraints, context)
         yield from _violations(state, context, verdict)
         if verdict.action >= ResourceAction.GRACEFUL_EXIT:
+            assert verdict.reason is not None  # an action past ALLOW has a violation
             yield ev.SubtaskFailed(subtask_id=view.id, reason=verdict.reason)
             continue
         assert view.head_commit is not None
@@ -277,14 +288,18 @@ def _attempt_starts(
         )
 
 
-def _stopped_between(attempt: AttemptView | None) -> str:
+def _stopped_between(attempt: AttemptView | None) -> Reason:
     if attempt is None:
-        return "stopped: the execution was stopped before the first attempt"
+        return Reason(
+            code=ReasonCode.STOPPED, detail="the execution was stopped before the first attempt"
+        )
     why = " (it was interrupted)" if attempt.interrupted else ""
-    why = f" ({attempt.reason})" if attempt.reason else why
-    return (
-        f"stopped: the execution was stopped after attempt {attempt.number}, "
-        f"which was not accepted{why}"
+    why = f" ({sentence(attempt.reason)})" if attempt.reason is not None else why
+    return Reason(
+        code=ReasonCode.STOPPED,
+        detail=(
+            f"the execution was stopped after attempt {attempt.number}, which was not accepted{why}"
+        ),
     )
 
 

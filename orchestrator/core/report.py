@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import AttemptView, SubtaskView
 
@@ -49,7 +50,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         {
             **entry(v),
             "state": v.state,
-            "reason": v.reason,
+            "reason": sentence_or_none(v.reason),
             "worktree": v.worktree,
             "output_tail": _output_tail(v),
         }
@@ -105,7 +106,7 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
     return {
         "attempt": attempt.number,
         "accepted": attempt.accepted,
-        "reason": attempt.reason,
+        "reason": sentence_or_none(attempt.reason),
         "result": attempt.result,
         "tokens": attempt.tokens,
         "api_retries": attempt.api_retries,

@@ -13,6 +13,7 @@ from typing import Literal
 
 from orchestrator.core import events as ev
 from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.views import (
     ACTIVE,
     AttemptView,
@@ -125,17 +126,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             state = _update(state, sid, head_commit=state.subtask(sid).attempts[-1].start_commit)
             if rerun:
                 return state
-            saved = f"; its changes are saved on {ref}" if ref else ""
-            when = (
-                "its tmux pane went away (the tmux server killed, or the pane closed)"
-                if event.cause == "pane"
-                else "its supervisor stopped"
-            )
-            reason = (
-                f"interrupted: attempt {event.attempt} was cut short when {when}{saved}; "
-                "`kairo-orch resume --rerun-interrupted` runs it again"
-            )
-            return _update(state, sid, state="stopped", reason=reason)
+            return _update(state, sid, state="stopped", reason=_interrupted(event))
         case ev.SubtaskRerun(subtask_id=sid):
             return _unskip_dependents(_update(state, sid, state="running", reason=None), sid)
         case ev.AttemptExited(subtask_id=sid):
@@ -196,7 +187,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return _merge_undone(state, event)
         case ev.SubtaskConflicted(subtask_id=sid, conflicts=conflicts):
             paths = ", ".join(conflict.path for conflict in conflicts)
-            reason = f"conflict: {len(conflicts)} path(s) conflict with merged work: {paths}"
+            reason = Reason(
+                code=ReasonCode.CONFLICT,
+                detail=f"{len(conflicts)} path(s) conflict with merged work: {paths}",
+            )
             return _update(state, sid, state="conflicted", conflicts=conflicts, reason=reason)
         case ev.SubtaskSkipped(subtask_id=sid, reason=reason, dependency=dependency):
             return _update(state, sid, state="skipped", reason=reason, skipped_for=dependency)
@@ -224,6 +218,22 @@ def _merged(state: ExecutionState, subtask_id: str) -> ExecutionState:
     return _update(state, subtask_id, state="merged")
 
 
+def _interrupted(event: ev.AttemptInterrupted) -> Reason:
+    saved = f"; its changes are saved on {event.recovery_ref}" if event.recovery_ref else ""
+    when = (
+        "its tmux pane went away (the tmux server killed, or the pane closed)"
+        if event.cause == "pane"
+        else "its supervisor stopped"
+    )
+    return Reason(
+        code=ReasonCode.INTERRUPTED,
+        detail=(
+            f"attempt {event.attempt} was cut short when {when}{saved}; "
+            "`kairo-orch resume --rerun-interrupted` runs it again"
+        ),
+    )
+
+
 def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> ExecutionState:
     sid = event.subtask_id
     check = state.plan.integration_verify
@@ -233,15 +243,17 @@ def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> Execu
         # `stop --now` ends the check (processes.py) or keeps it from starting: its status
         # is the stop's, no verdict on the merge, which goes back all the same.
         outcome: SubtaskStateName = "stopped"
-        reason = (
-            f"stopped: the execution was stopped before the check of {sid}'s merge "
-            f"finished; {undone}"
+        reason = Reason(
+            code=ReasonCode.STOPPED,
+            detail=f"the execution was stopped before the check of {sid}'s merge finished; "
+            f"{undone}",
         )
     else:
         outcome = "failed"
-        reason = (
-            f"integration_verify_failed: `{check}` exited with status {event.exit_code} on the "
-            f"integration branch after {sid} merged; {undone}"
+        reason = Reason(
+            code=ReasonCode.INTEGRATION_VERIFY_FAILED,
+            detail=f"`{check}` exited with status {event.exit_code} on the integration branch "
+            f"after {sid} merged; {undone}",
         )
     state = replace(state, integration_head=event.restored_commit)
     return _update(
@@ -259,15 +271,16 @@ def _stop_requested(state: ExecutionState, event: ev.StopRequested) -> Execution
             continue
         if attempt.stopped_by is not None:
             continue  # a constraint is stopping it already, for a reason of its own
-        stopped = f"stopped: {event.source} stopped the execution"
+        stopped = f"{event.source} stopped the execution"
         if not attempt.exited:
-            reason = f"{stopped} while attempt {attempt.number} ran"
+            detail = f"{stopped} while attempt {attempt.number} ran"
         elif _check_to_come(state.spec(view.id), attempt):
             # The check is cut (processes.py ends it) or never starts: its exit status
             # would be the stop's, not a verdict on the work, nor feedback for an agent.
-            reason = f"{stopped} before attempt {attempt.number}'s check finished"
+            detail = f"{stopped} before attempt {attempt.number}'s check finished"
         else:
             continue
+        reason = Reason(code=ReasonCode.STOPPED, detail=detail)
         state = _update_attempt(state, view.id, stopped_by=reason, cut_by_stop=True)
     return state
 

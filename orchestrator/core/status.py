@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
 
 
@@ -57,7 +58,7 @@ def status_document(
                 # the running attempt's tokens and API retries so far, not yet in `tokens`
                 "running": dict(running[view.id]) if view.id in running else None,
                 "session_id": view.session_id,
-                "reason": view.reason,
+                "reason": sentence_or_none(view.reason),
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
             }
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
