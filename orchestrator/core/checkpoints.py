@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 
-#: 2: reasons are Reasons (code and detail), no longer sentences.
+#: 2: reasons are Reasons (code and detail), and the state holds its lifecycle anomalies.
 FORMAT = 2
 
 # The events after which an attempt's work is on its branch and judged, or merged.

@@ -57,7 +57,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         for v in views
         if v.state in ("failed", "skipped", "stopped")
     ]
-    return {
+    report: dict[str, Any] = {
         "execution_id": state.execution_id,
         "plan": state.plan.name,
         "status": status,
@@ -96,6 +96,9 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             if r is not None
         ],
     }
+    if state.anomalies:  # only then, as in status.py
+        report["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    return report
 
 
 TAIL_LINES = 12
@@ -207,6 +210,14 @@ def to_markdown(report: dict[str, Any]) -> str:
         for sid, attempts in eventful.items():
             for attempt in attempts:
                 lines.append(f"- **{sid}** attempt {attempt['attempt']}: {_went_through(attempt)}")
+    if report.get("anomalies"):
+        lines += ["", "## Moves the subtask lifecycle does not allow", ""]
+        lines += [f"- {anomaly}" for anomaly in report["anomalies"]]
+        lines += [
+            "",
+            "The log holds them (written before kairo-orch checked its moves, or edited by "
+            "hand): what this report says is what the log says, as written.",
+        ]
     if report["review"]:
         lines += ["", "## Push and pull request", ""]
     for item in report["review"]:

@@ -28,7 +28,7 @@ def status_document(
     """`running`: running attempts' usage so far, by subtask (agents.live_usage.read_live)."""
     created = state.created
     running = running or {}
-    return {
+    document: dict[str, Any] = {
         "execution_id": state.execution_id,
         "plan": state.plan.name,
         "status": status,
@@ -64,3 +64,6 @@ def status_document(
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
     }
+    if state.anomalies:  # only then: a log that holds none is described as it always was
+        document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    return document

@@ -63,8 +63,10 @@ def start(p: ResolvedPlan) -> ExecutionState:
 
 
 def feed(state: ExecutionState, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
+    """The events folded in, each a move the lifecycle allows (as the journal insists)."""
     for event in events:
         state = apply(state, event, state.seq + 1)
+    assert state.anomalies == (), [a.sentence() for a in state.anomalies]
     return state
 
 
