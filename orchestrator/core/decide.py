@@ -62,11 +62,15 @@ def decide(
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
+    # A subtask gets one move a decision: one skipped is neither stopped nor scheduled too
+    # (two moves from the state it is in would be one move too many: lifecycle.py).
+    skips = tuple(_skips(state))
+    skipped = frozenset(skip.subtask_id for skip in skips)
     events: list[ev.ExecutionEvent] = [
         *_running_limits(state, now, constraints, live_tokens or {}),
-        *_stops(state),
-        *_skips(state),
-        *_schedules(state),
+        *_stops(state, skipped),
+        *skips,
+        *_schedules(state, skipped),
         *_attempt_starts(state, now, constraints),
         *_judgements(state),
     ]
@@ -95,12 +99,13 @@ def _outcome(state: ExecutionState) -> ev.EndStatus:
     return "STOPPED" if state.stop is not None else "FAILED"
 
 
-def _stops(state: ExecutionState) -> Iterator[ev.SubtaskStopped]:
-    """Under a stop, nothing new starts: what has not started never will."""
+def _stops(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskStopped]:
+    """Under a stop, nothing new starts: what has not started never will (what is skipped
+    at the same time is skipped: it would not have started anyway)."""
     if state.stop is None:
         return
     for view in state.subtasks.values():
-        if view.state == "pending":
+        if view.state == "pending" and view.id not in skipped:
             yield ev.SubtaskStopped(
                 subtask_id=view.id,
                 reason=Reason(
@@ -158,14 +163,14 @@ def _past(state_name: str) -> str:
     return {"skipped": "was skipped", "stopped": "was stopped"}.get(state_name, state_name)
 
 
-def _schedules(state: ExecutionState) -> Iterator[ev.SubtaskScheduled]:
+def _schedules(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskScheduled]:
     if state.stop is not None:
         return
     free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
     for spec in state.plan.subtasks:
         if free <= 0:
             return
-        if state.subtask(spec.id).state != "pending":
+        if state.subtask(spec.id).state != "pending" or spec.id in skipped:
             continue
         if all(state.subtask(d).state == "merged" for d in spec.depends_on):
             free -= 1

@@ -11,13 +11,14 @@ import pytest
 
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
+from orchestrator.core.decide import decide
 from orchestrator.core.lifecycle import TRANSITIONS, Move, markdown_table
 from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState, apply, fold
 from orchestrator.core.status import status_document
 from orchestrator.core.views import TERMINAL, SubtaskStateName
-from tests.core.test_decide import BASE, plan, start, subtask
+from tests.core.test_decide import BASE, feed, plan, start, subtask
 from tests.golden import logs
 
 STATES: tuple[SubtaskStateName, ...] = get_args(SubtaskStateName)
@@ -129,6 +130,71 @@ def test_a_move_made_twice_is_noted_twice_in_log_order() -> None:
         (3, Move.SCHEDULED, "preparing"),
         (4, Move.SKIPPED, "preparing"),
     ]
+
+
+def failed_before_a_stop() -> ExecutionState:
+    """a failed, and a stop came, before the supervisor decided again: b, which depends on
+    a, is both to be skipped and to be stopped."""
+    state = start(plan(subtask("a"), subtask("b", "a"), max_parallel=2))
+    return feed(
+        state,
+        [
+            ev.SubtaskScheduled(subtask_id="a", start_commit=BASE),
+            ev.SubtaskFailed(subtask_id="a", reason=Reason(code=ReasonCode.SETUP_FAILED)),
+            ev.StopRequested(mode="graceful", source="kairo-orch stop"),
+        ],
+    )
+
+
+def test_a_subtask_to_skip_and_to_stop_at_once_is_skipped_only() -> None:
+    events = decide(failed_before_a_stop()).events
+    assert [(type(e).__name__, getattr(e, "subtask_id", "")) for e in events] == [
+        ("SubtaskSkipped", "b")
+    ]
+
+
+def test_a_subtask_skipped_for_its_program_is_not_also_scheduled() -> None:
+    """x merged and a's agent found logged out, before the supervisor decided again: b
+    (a's program, waiting on x) is skipped, not scheduled too."""
+    state = start(plan(subtask("a"), subtask("x"), subtask("b", "x"), max_parallel=3))
+    state = feed(
+        state,
+        [
+            ev.SubtaskScheduled(subtask_id="a", start_commit=BASE),
+            ev.SubtaskScheduled(subtask_id="x", start_commit=BASE),
+            ev.WorkspaceCreated(subtask_id="a", path="/w/a", branch="b/a", commit=BASE),
+            ev.AttemptStarted(
+                subtask_id="a", attempt=1, idempotency_key="k", run_dir="/r", start_commit=BASE
+            ),
+            ev.AttemptExited(
+                subtask_id="a", attempt=1, exit_code=1, result="authentication_failed"
+            ),
+        ],
+    )
+    # x's whole way to merged, folded without asking decide in between
+    state = feed(
+        state,
+        [
+            ev.WorkspaceCreated(subtask_id="x", path="/w/x", branch="b/x", commit=BASE),
+            ev.AttemptStarted(
+                subtask_id="x", attempt=1, idempotency_key="k", run_dir="/r", start_commit=BASE
+            ),
+            ev.AttemptExited(subtask_id="x", attempt=1, exit_code=0),
+            ev.AttemptCommitted(subtask_id="x", attempt=1, head_commit="hx", changed=True),
+            ev.AttemptJudged(subtask_id="x", attempt=1, accepted=True),
+            ev.SubtaskMerged(
+                subtask_id="x",
+                merge_commit="mx",
+                previous_commit=BASE,
+                head_commit="hx",
+                changed_paths=(),
+                diffstat="",
+            ),
+        ],
+    )
+    moves = [e for e in decide(state).events if getattr(e, "subtask_id", "") == "b"]
+    assert [type(e).__name__ for e in moves] == ["SubtaskSkipped"]
+    assert feed(state, decide(state).events).subtask("b").state == "skipped"
 
 
 def test_a_checkpoint_keeps_the_anomalies_and_the_reasons() -> None:
