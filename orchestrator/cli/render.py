@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.ids import short_id
@@ -99,6 +100,8 @@ def status(document: dict[str, Any]) -> None:
     out = console()
     out.print(status_header(document))
     _print_table(out, status_table(document))
+    for anomaly in document.get("anomalies", ()):  # an old log's, read as written
+        out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
 
 
 def _print_table(out: Console, table: Table) -> None:

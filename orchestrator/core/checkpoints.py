@@ -15,7 +15,8 @@ from pydantic import TypeAdapter, ValidationError
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 
-FORMAT = 1
+#: 2: reasons are Reasons (code and detail), and the state holds its lifecycle anomalies.
+FORMAT = 2
 
 # The events after which an attempt's work is on its branch and judged, or merged.
 SAFE_POINTS = (ev.AttemptJudged, ev.AttemptInterrupted, ev.SubtaskMerged, ev.SubtaskConflicted)

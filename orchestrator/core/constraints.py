@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.state import ExecutionState
 
 Phase = Literal["running", "next_attempt"]
@@ -83,7 +84,9 @@ class ResourceValidation:
     constraint: str
     ok: bool
     severity: Literal["ok", "near", "over"] = "ok"
-    reason: str = ""  # a sentence starting with a stable word: timeout, max_attempts, ...
+    # Built-in constraints give a Reason (timeout, max_attempts, token_budget); a user's
+    # may give a plain sentence, which is kept whole (reasons.as_reason).
+    reason: Reason | str = ""
 
 
 class ResourceConstraint(Protocol):
@@ -100,12 +103,12 @@ class Verdict:
     violations: tuple[tuple[ResourceValidation, ResourceAction], ...] = ()
 
     @property
-    def reason(self) -> str:
-        """The reason of the violation that decided the action."""
+    def reason(self) -> Reason | None:
+        """The reason of the violation that decided the action (None: nothing to say)."""
         for validation, action in self.violations:
             if action == self.action:
-                return validation.reason
-        return ""
+                return as_reason(validation.reason)
+        return None
 
 
 def evaluate(chain: Sequence[ResourceConstraint], context: ResourceContext) -> Verdict:
@@ -142,7 +145,10 @@ class _Timeout(abc.ABC):
         limit, elapsed = self.limit_and_elapsed(context)
         if limit is None or elapsed <= limit:
             return _ok(self.name)
-        reason = f"timeout: {self.what(context)} ran longer than its limit of {limit:g} s"
+        reason = Reason(
+            code=ReasonCode.TIMEOUT,
+            detail=f"{self.what(context)} ran longer than its limit of {limit:g} s",
+        )
         return ResourceValidation(self.name, ok=False, severity="over", reason=reason)
 
     def on_violation(self, validation: ResourceValidation) -> ResourceAction:
@@ -186,12 +192,18 @@ class MaxAttempts:
         if context.phase != "next_attempt" or context.attempt <= limit:
             return _ok(self.name)
         last = context.state.subtask(context.subtask_id).current_attempt
-        why = f"; the last one: {last.reason}" if last is not None and last.reason else ""
+        why = (
+            f"; the last one: {sentence(last.reason)}"
+            if last is not None and last.reason is not None
+            else ""
+        )
         return ResourceValidation(
             self.name,
             ok=False,
             severity="over",
-            reason=f"max_attempts: {limit} attempt(s) were not accepted{why}",
+            reason=Reason(
+                code=ReasonCode.MAX_ATTEMPTS, detail=f"{limit} attempt(s) were not accepted{why}"
+            ),
         )
 
     def on_violation(self, validation: ResourceValidation) -> ResourceAction:
@@ -218,9 +230,12 @@ class _TokenBudget(abc.ABC):
             self.name,
             ok=False,
             severity="over" if over else "near",
-            reason=(
-                f"token_budget: {self.scope} used {used} of its {budget} tokens"
-                + ("" if over else f" ({100 * used // budget}%)")
+            reason=Reason(
+                code=ReasonCode.TOKEN_BUDGET,
+                detail=(
+                    f"{self.scope} used {used} of its {budget} tokens"
+                    + ("" if over else f" ({100 * used // budget}%)")
+                ),
             ),
         )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.core.plan import ResolvedSubtask
+from orchestrator.core.reasons import Reason, ReasonCode, with_detail
 from orchestrator.core.views import AttemptView
 
 TAIL_LINES = 30
@@ -23,7 +24,7 @@ TAIL_LINES = 30
 @dataclass(frozen=True)
 class ContinuationDecision:
     kind: Literal["accept", "nudge", "escalate"]
-    reason: str | None = None  # a sentence starting with a stable word of cli.md
+    reason: Reason | None = None
     feedback: str = ""
 
 
@@ -53,7 +54,7 @@ def stopped(
     if attempt.stopped_by is None:
         return None
     saved = f"; its partial work is on {attempt.recovery_ref}" if attempt.recovery_ref else ""
-    return ContinuationDecision("escalate", reason=f"{attempt.stopped_by}{saved}")
+    return ContinuationDecision("escalate", reason=with_detail(attempt.stopped_by, saved))
 
 
 #: What the stream filters record for an agent that could not log in (agents/
@@ -89,25 +90,30 @@ def agent_failure(
     if attempt.result == AUTHENTICATION_FAILED:
         return ContinuationDecision(
             "escalate",
-            reason=(
-                f"agent_failed: the {spec.agent.kind} agent could not log in "
-                f"({AUTHENTICATION_FAILED}){_last_line(attempt.output_tail)}; log it in and "
-                "start the plan again"
+            reason=Reason(
+                code=ReasonCode.AGENT_FAILED,
+                detail=(
+                    f"the {spec.agent.kind} agent could not log in ({AUTHENTICATION_FAILED})"
+                    f"{_last_line(attempt.output_tail)}; log it in and start the plan again"
+                ),
             ),
         )
     if attempt.result == TOKEN_BUDGET:
         return ContinuationDecision(
             "escalate",
-            reason=(
-                f"token_budget: attempt {attempt.number} was stopped when its stream showed "
-                f"{attempt.tokens} tokens, all that the budget had left"
+            reason=Reason(
+                code=ReasonCode.TOKEN_BUDGET,
+                detail=(
+                    f"attempt {attempt.number} was stopped when its stream showed "
+                    f"{attempt.tokens} tokens, all that the budget had left"
+                ),
             ),
         )
     api = api_failure(attempt)
     if api is not None:
         return ContinuationDecision(
             "nudge",
-            reason=f"agent_failed: {api}",
+            reason=Reason(code=ReasonCode.AGENT_FAILED, detail=api),
             feedback=(
                 f"Attempt {attempt.number} ended because {api}: the model's service failed, "
                 "not your work. Go on from where it stopped." + _refused(attempt)
@@ -122,7 +128,7 @@ def agent_failure(
         )
         return ContinuationDecision(
             "nudge",
-            reason=f"agent_failed: the agent {cut_short}",
+            reason=Reason(code=ReasonCode.AGENT_FAILED, detail=f"the agent {cut_short}"),
             feedback=(
                 f"Attempt {attempt.number} {cut_short}, so the task is not done.{advice}"
                 f"{_refused(attempt)} The last lines of its output:\n{_tail(attempt.output_tail)}"
@@ -135,7 +141,7 @@ def agent_failure(
     )
     return ContinuationDecision(
         "nudge",
-        reason=f"agent_failed: the agent {said}",
+        reason=Reason(code=ReasonCode.AGENT_FAILED, detail=f"the agent {said}"),
         feedback=(
             f"Attempt {attempt.number} {said}, so it is not done.{_refused(attempt)} "
             f"The last lines of its output:\n{_tail(attempt.output_tail)}"
@@ -211,7 +217,7 @@ def no_changes(
     """The subtask's branch is as it found it: no attempt of it changed anything."""
     if attempt.changed or attempt.after_changes or spec.allow_empty:
         return None
-    again = previous is not None and (previous.reason or "").startswith("no_changes")
+    again = previous is not None and _code(previous) is ReasonCode.NO_CHANGES
     refused = refusals_in_words(attempt) + [
         f"what it wrote inside the submodule {path} is no change of this repository's "
         "(kairo-orch commits no submodule)"
@@ -225,19 +231,26 @@ def no_changes(
     if again and previous is not None:
         return ContinuationDecision(
             "escalate",
-            reason=(
-                f"no_changes: attempts {previous.number} and {attempt.number} changed nothing{why}"
+            reason=Reason(
+                code=ReasonCode.NO_CHANGES,
+                detail=f"attempts {previous.number} and {attempt.number} changed nothing{why}",
             ),
         )
     return ContinuationDecision(
         "nudge",
-        reason=f"no_changes: the attempt left the worktree as it found it{why}",
+        reason=Reason(
+            code=ReasonCode.NO_CHANGES, detail=f"the attempt left the worktree as it found it{why}"
+        ),
         feedback=(
             f"Attempt {attempt.number} exited 0 but changed no file in the worktree "
             f"({attempt.start_commit[:12]} is still the head), so the task is not done. "
             "Make the change the prompt asks for." + _refused(attempt) + _submodules(attempt)
         ),
     )
+
+
+def _code(attempt: AttemptView) -> ReasonCode | None:
+    return attempt.reason.code if attempt.reason is not None else None
 
 
 def _failure_output(attempt: AttemptView) -> tuple[int | None, str]:
@@ -258,10 +271,13 @@ def no_progress(
     what = "the agent" if attempt.exit_code else f"`{spec.verify}`"
     return ContinuationDecision(
         "escalate",
-        reason=(
-            f"no_progress: attempts {previous.number} and {attempt.number} left the same tree "
-            f"and failed the same way: {what} exited with status {exit_code}"
-            f"{_last_line(output)}"
+        reason=Reason(
+            code=ReasonCode.NO_PROGRESS,
+            detail=(
+                f"attempts {previous.number} and {attempt.number} left the same tree "
+                f"and failed the same way: {what} exited with status {exit_code}"
+                f"{_last_line(output)}"
+            ),
         ),
     )
 
@@ -283,7 +299,10 @@ def verify_gate(
         return None
     return ContinuationDecision(
         "nudge",
-        reason=f"verify_failed: `{spec.verify}` exited with status {attempt.verify_exit_code}",
+        reason=Reason(
+            code=ReasonCode.VERIFY_FAILED,
+            detail=f"`{spec.verify}` exited with status {attempt.verify_exit_code}",
+        ),
         feedback=(
             f"The check `{spec.verify}` failed (exit status {attempt.verify_exit_code}) in the "
             f"worktree after attempt {attempt.number}. The end of its output:\n"

@@ -44,6 +44,7 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
+from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
@@ -61,11 +62,15 @@ def decide(
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
+    # A subtask gets one move a decision: one skipped is neither stopped nor scheduled too
+    # (two moves from the state it is in would be one move too many: lifecycle.py).
+    skips = tuple(_skips(state))
+    skipped = frozenset(skip.subtask_id for skip in skips)
     events: list[ev.ExecutionEvent] = [
         *_running_limits(state, now, constraints, live_tokens or {}),
-        *_stops(state),
-        *_skips(state),
-        *_schedules(state),
+        *_stops(state, skipped),
+        *skips,
+        *_schedules(state, skipped),
         *_attempt_starts(state, now, constraints),
         *_judgements(state),
     ]
@@ -94,15 +99,19 @@ def _outcome(state: ExecutionState) -> ev.EndStatus:
     return "STOPPED" if state.stop is not None else "FAILED"
 
 
-def _stops(state: ExecutionState) -> Iterator[ev.SubtaskStopped]:
-    """Under a stop, nothing new starts: what has not started never will."""
+def _stops(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskStopped]:
+    """Under a stop, nothing new starts: what has not started never will (what is skipped
+    at the same time is skipped: it would not have started anyway)."""
     if state.stop is None:
         return
     for view in state.subtasks.values():
-        if view.state == "pending":
+        if view.state == "pending" and view.id not in skipped:
             yield ev.SubtaskStopped(
                 subtask_id=view.id,
-                reason="stopped: the execution was stopped before this subtask started",
+                reason=Reason(
+                    code=ReasonCode.STOPPED,
+                    detail="the execution was stopped before this subtask started",
+                ),
             )
 
 
@@ -115,9 +124,12 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
         if program in logged_out:
             yield ev.SubtaskSkipped(
                 subtask_id=spec.id,
-                reason=(
-                    f"agent_failed: not started: the {spec.agent.kind} agent could not log in "
-                    f"(subtask '{logged_out[program]}'); log it in and start the plan again"
+                reason=Reason(
+                    code=ReasonCode.AGENT_FAILED,
+                    detail=(
+                        f"not started: the {spec.agent.kind} agent could not log in "
+                        f"(subtask '{logged_out[program]}'); log it in and start the plan again"
+                    ),
                 ),
             )
             continue
@@ -126,7 +138,10 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
             if dep_state in TERMINAL and dep_state != "merged":
                 yield ev.SubtaskSkipped(
                     subtask_id=spec.id,
-                    reason=f"dependency: it depends on '{dependency}', which {_past(dep_state)}",
+                    reason=Reason(
+                        code=ReasonCode.DEPENDENCY,
+                        detail=f"it depends on '{dependency}', which {_past(dep_state)}",
+                    ),
                     dependency=dependency,
                 )
                 break
@@ -148,14 +163,14 @@ def _past(state_name: str) -> str:
     return {"skipped": "was skipped", "stopped": "was stopped"}.get(state_name, state_name)
 
 
-def _schedules(state: ExecutionState) -> Iterator[ev.SubtaskScheduled]:
+def _schedules(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskScheduled]:
     if state.stop is not None:
         return
     free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
     for spec in state.plan.subtasks:
         if free <= 0:
             return
-        if state.subtask(spec.id).state != "pending":
+        if state.subtask(spec.id).state != "pending" or spec.id in skipped:
             continue
         if all(state.subtask(d).state == "merged" for d in spec.depends_on):
             free -= 1
@@ -230,7 +245,7 @@ def _violations(
         yield ev.ConstraintViolated(
             constraint=validation.constraint,
             action=action.name,  # type: ignore[arg-type]
-            reason=validation.reason,
+            reason=as_reason(validation.reason),
             subtask_id=context.subtask_id,
             attempt=context.attempt,
         )
@@ -265,6 +280,7 @@ def _attempt_starts(
         verdict = evaluate(constraints, context)
         yield from _violations(state, context, verdict)
         if verdict.action >= ResourceAction.GRACEFUL_EXIT:
+            assert verdict.reason is not None  # an action past ALLOW has a violation
             yield ev.SubtaskFailed(subtask_id=view.id, reason=verdict.reason)
             continue
         assert view.head_commit is not None
@@ -277,14 +293,18 @@ def _attempt_starts(
         )
 
 
-def _stopped_between(attempt: AttemptView | None) -> str:
+def _stopped_between(attempt: AttemptView | None) -> Reason:
     if attempt is None:
-        return "stopped: the execution was stopped before the first attempt"
+        return Reason(
+            code=ReasonCode.STOPPED, detail="the execution was stopped before the first attempt"
+        )
     why = " (it was interrupted)" if attempt.interrupted else ""
-    why = f" ({attempt.reason})" if attempt.reason else why
-    return (
-        f"stopped: the execution was stopped after attempt {attempt.number}, "
-        f"which was not accepted{why}"
+    why = f" ({sentence(attempt.reason)})" if attempt.reason is not None else why
+    return Reason(
+        code=ReasonCode.STOPPED,
+        detail=(
+            f"the execution was stopped after attempt {attempt.number}, which was not accepted{why}"
+        ),
     )
 
 

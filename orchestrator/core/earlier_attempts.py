@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from orchestrator.core.reasons import sentence
 from orchestrator.core.views import AttemptView, SubtaskView
 
 MAX_COMMITS = 20
@@ -23,8 +24,8 @@ def _outcome(attempt: AttemptView) -> str:
             else ""
         )
         return f"was interrupted (the supervisor stopped while it ran){saved}"
-    if attempt.reason:
-        return f"was not accepted: {attempt.reason}"
+    if attempt.reason is not None:
+        return f"was not accepted: {sentence(attempt.reason)}"
     return "was not accepted"
 
 

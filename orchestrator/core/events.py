@@ -11,10 +11,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.reasons import Reason
 from orchestrator.core.upcasting import upcast
 
 #: The shape of every payload written now; bumped with an upcaster (upcasting.py).
-SCHEMA_VERSION = 1
+#: 2: every `reason` is a Reason (a code and a detail), no longer a sentence.
+SCHEMA_VERSION = 2
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 
@@ -176,7 +178,7 @@ class AttemptJudged(_Event):
     subtask_id: str
     attempt: int
     accepted: bool
-    reason: str | None = None  # a sentence starting with a stable word of cli.md
+    reason: Reason | None = None  # why it was not accepted
     feedback: str = ""  # for the next attempt: what failed and where
     final: bool = True  # False: another attempt follows (if the constraints allow)
 
@@ -233,7 +235,7 @@ class ConstraintViolated(_Event):
     type: Literal["constraint_violated"] = "constraint_violated"
     constraint: str
     action: ActionName
-    reason: str  # a sentence starting with a stable word: timeout, max_attempts, token_budget
+    reason: Reason  # timeout, max_attempts, token_budget, or a user constraint's own
     subtask_id: str | None = None
     attempt: int | None = None
 
@@ -241,7 +243,7 @@ class ConstraintViolated(_Event):
 class SubtaskSkipped(_Event):
     type: Literal["subtask_skipped"] = "subtask_skipped"
     subtask_id: str
-    reason: str
+    reason: Reason
     dependency: str | None = None  # the dependency that did not merge
 
 
@@ -250,7 +252,7 @@ class SubtaskFailed(_Event):
 
     type: Literal["subtask_failed"] = "subtask_failed"
     subtask_id: str
-    reason: str
+    reason: Reason
 
 
 StopMode = Literal["graceful", "now"]
@@ -275,7 +277,7 @@ class SubtaskStopped(_Event):
 
     type: Literal["subtask_stopped"] = "subtask_stopped"
     subtask_id: str
-    reason: str
+    reason: Reason
 
 
 class WorkspaceReleased(_Event):

@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import AttemptView, SubtaskView
 
@@ -49,14 +50,14 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         {
             **entry(v),
             "state": v.state,
-            "reason": v.reason,
+            "reason": sentence_or_none(v.reason),
             "worktree": v.worktree,
             "output_tail": _output_tail(v),
         }
         for v in views
         if v.state in ("failed", "skipped", "stopped")
     ]
-    return {
+    report: dict[str, Any] = {
         "execution_id": state.execution_id,
         "plan": state.plan.name,
         "status": status,
@@ -95,6 +96,9 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             if r is not None
         ],
     }
+    if state.anomalies:  # only then, as in status.py
+        report["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    return report
 
 
 TAIL_LINES = 12
@@ -105,7 +109,7 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
     return {
         "attempt": attempt.number,
         "accepted": attempt.accepted,
-        "reason": attempt.reason,
+        "reason": sentence_or_none(attempt.reason),
         "result": attempt.result,
         "tokens": attempt.tokens,
         "api_retries": attempt.api_retries,
@@ -206,6 +210,14 @@ def to_markdown(report: dict[str, Any]) -> str:
         for sid, attempts in eventful.items():
             for attempt in attempts:
                 lines.append(f"- **{sid}** attempt {attempt['attempt']}: {_went_through(attempt)}")
+    if report.get("anomalies"):
+        lines += ["", "## Moves the subtask lifecycle does not allow", ""]
+        lines += [f"- {anomaly}" for anomaly in report["anomalies"]]
+        lines += [
+            "",
+            "The log holds them (written before kairo-orch checked its moves, or edited by "
+            "hand): what this report says is what the log says, as written.",
+        ]
     if report["review"]:
         lines += ["", "## Push and pull request", ""]
     for item in report["review"]:

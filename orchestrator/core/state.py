@@ -2,7 +2,10 @@
 
 `apply` is total and pure: an event that does not fit (say, for a subtask the plan does
 not name) is a bug in the writer, and raises, because silently skipping it would show a
-user a state that the log does not hold.
+user a state that the log does not hold. A subtask's state changes only by a move of the
+lifecycle table (lifecycle.py); a move the table does not allow is folded all the same,
+as it always was, and noted in `anomalies`: the journal refuses to append one, but a log
+written before the table existed is read, never refused for its history.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from orchestrator.core import events as ev
+from orchestrator.core.lifecycle import Anomaly, Move, allowed, target
 from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.views import (
     ACTIVE,
     AttemptView,
-    SubtaskStateName,
     SubtaskView,
 )
 
@@ -42,6 +46,7 @@ class ExecutionState:
     # runs or if its supervisor stopped while it ran).
     review: Mapping[ev.ReviewStep, ev.ReviewStepFinished | None] = field(default_factory=dict)
     review_cut: bool = False  # a review step was running when its supervisor stopped
+    anomalies: tuple[Anomaly, ...] = ()  # moves the lifecycle does not allow, in log order
 
     @property
     def plan(self) -> ResolvedPlan:
@@ -95,7 +100,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.IntegrationBranchCreated(commit=commit):
             return replace(state, integration_head=commit)
         case ev.SubtaskScheduled(subtask_id=sid, start_commit=commit):
-            return _update(state, sid, state="preparing", start_commit=commit)
+            return _move(state, sid, Move.SCHEDULED, start_commit=commit)
         case ev.WorkspaceCreated(subtask_id=sid, path=path, branch=branch, commit=commit):
             return _update(
                 state, sid, worktree=path, branch=branch, head_commit=commit, copied=event.copied
@@ -109,7 +114,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 start_commit=event.start_commit,
                 after_changes=event.start_commit != view.start_commit,
             )
-            return _update(state, sid, state="running", attempts=(*view.attempts, attempt))
+            return _move(state, sid, Move.ATTEMPT_STARTED, attempts=(*view.attempts, attempt))
         case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id, at=at):
             state = _update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
             if event.resumed_session is not None:  # recovery's re-opening does not know it
@@ -124,20 +129,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             # The worktree was reset to the attempt's safe point.
             state = _update(state, sid, head_commit=state.subtask(sid).attempts[-1].start_commit)
             if rerun:
-                return state
-            saved = f"; its changes are saved on {ref}" if ref else ""
-            when = (
-                "its tmux pane went away (the tmux server killed, or the pane closed)"
-                if event.cause == "pane"
-                else "its supervisor stopped"
-            )
-            reason = (
-                f"interrupted: attempt {event.attempt} was cut short when {when}{saved}; "
-                "`kairo-orch resume --rerun-interrupted` runs it again"
-            )
-            return _update(state, sid, state="stopped", reason=reason)
+                return _move(state, sid, Move.INTERRUPTED_RERUN)
+            return _move(state, sid, Move.INTERRUPTED, reason=_interrupted(event))
         case ev.SubtaskRerun(subtask_id=sid):
-            return _unskip_dependents(_update(state, sid, state="running", reason=None), sid)
+            return _unskip_dependents(_move(state, sid, Move.RERUN, reason=None), sid)
         case ev.AttemptExited(subtask_id=sid):
             return _update_attempt(
                 state,
@@ -173,39 +168,44 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 state, sid, verify_exit_code=event.exit_code, verify_output_tail=event.output_tail
             )
             if judged:  # a check `stop --now` cut, its attempt judged stopped meanwhile
-                return state
-            return _update(state, sid, state="verifying")
+                return _move(state, sid, Move.VERIFY_FINISHED_LATE)
+            return _move(state, sid, Move.VERIFY_FINISHED)
         case ev.AttemptJudged(subtask_id=sid, accepted=accepted, reason=reason):
             state = _update_attempt(
                 state, sid, accepted=accepted, reason=reason, feedback=event.feedback
             )
             if accepted:
-                return _update(state, sid, state="succeeded", succeeded_at_seq=seq)
+                return _move(state, sid, Move.ACCEPTED, succeeded_at_seq=seq)
             if not event.final:
-                return state  # sent back: another attempt follows, if the limits allow
+                # Sent back: another attempt follows, if the limits allow.
+                return _move(state, sid, Move.SENT_BACK)
             cut = state.subtask(sid).attempts[-1].cut_by_stop
-            return _update(state, sid, state="stopped" if cut else "failed", reason=reason)
+            move = Move.JUDGED_STOPPED if cut else Move.JUDGED_FAILED
+            return _move(state, sid, move, reason=reason)
         case ev.SubtaskMerged(subtask_id=sid, merge_commit=commit):
             state = replace(state, integration_head=commit)
             if state.plan.integration_verify is not None:
-                return _update(state, sid, state="verifying", merge=event)
-            return _merged(_update(state, sid, merge=event), sid)
+                return _move(state, sid, Move.MERGED_TO_CHECK, merge=event)
+            return _merged(state, sid, Move.MERGED, merge=event)
         case ev.IntegrationVerified(subtask_id=sid, exit_code=0):
-            return _merged(state, sid)
+            return _merged(state, sid, Move.CHECK_PASSED)
         case ev.IntegrationVerified(subtask_id=sid):
             return _merge_undone(state, event)
         case ev.SubtaskConflicted(subtask_id=sid, conflicts=conflicts):
             paths = ", ".join(conflict.path for conflict in conflicts)
-            reason = f"conflict: {len(conflicts)} path(s) conflict with merged work: {paths}"
-            return _update(state, sid, state="conflicted", conflicts=conflicts, reason=reason)
+            reason = Reason(
+                code=ReasonCode.CONFLICT,
+                detail=f"{len(conflicts)} path(s) conflict with merged work: {paths}",
+            )
+            return _move(state, sid, Move.CONFLICTED, conflicts=conflicts, reason=reason)
         case ev.SubtaskSkipped(subtask_id=sid, reason=reason, dependency=dependency):
-            return _update(state, sid, state="skipped", reason=reason, skipped_for=dependency)
+            return _move(state, sid, Move.SKIPPED, reason=reason, skipped_for=dependency)
         case ev.SubtaskFailed(subtask_id=sid, reason=reason):
-            return _update(state, sid, state="failed", reason=reason)
+            return _move(state, sid, Move.FAILED, reason=reason)
         case ev.StopRequested():
             return _stop_requested(state, event)
         case ev.SubtaskStopped(subtask_id=sid, reason=reason):
-            return _update(state, sid, state="stopped", reason=reason)
+            return _move(state, sid, Move.STOPPED, reason=reason)
         case ev.ReviewStepStarted(step=step):
             return replace(state, review={**state.review, step: None})
         case ev.ReviewStepFinished(step=step):
@@ -219,9 +219,27 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 
-def _merged(state: ExecutionState, subtask_id: str) -> ExecutionState:
+def _merged(
+    state: ExecutionState, subtask_id: str, move: Move, **changes: object
+) -> ExecutionState:
     state = replace(state, merged=(*state.merged, subtask_id))
-    return _update(state, subtask_id, state="merged")
+    return _move(state, subtask_id, move, **changes)
+
+
+def _interrupted(event: ev.AttemptInterrupted) -> Reason:
+    saved = f"; its changes are saved on {event.recovery_ref}" if event.recovery_ref else ""
+    when = (
+        "its tmux pane went away (the tmux server killed, or the pane closed)"
+        if event.cause == "pane"
+        else "its supervisor stopped"
+    )
+    return Reason(
+        code=ReasonCode.INTERRUPTED,
+        detail=(
+            f"attempt {event.attempt} was cut short when {when}{saved}; "
+            "`kairo-orch resume --rerun-interrupted` runs it again"
+        ),
+    )
 
 
 def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> ExecutionState:
@@ -232,21 +250,21 @@ def _merge_undone(state: ExecutionState, event: ev.IntegrationVerified) -> Execu
     if state.stop == "now":
         # `stop --now` ends the check (processes.py) or keeps it from starting: its status
         # is the stop's, no verdict on the merge, which goes back all the same.
-        outcome: SubtaskStateName = "stopped"
-        reason = (
-            f"stopped: the execution was stopped before the check of {sid}'s merge "
-            f"finished; {undone}"
+        move = Move.CHECK_STOPPED
+        reason = Reason(
+            code=ReasonCode.STOPPED,
+            detail=f"the execution was stopped before the check of {sid}'s merge finished; "
+            f"{undone}",
         )
     else:
-        outcome = "failed"
-        reason = (
-            f"integration_verify_failed: `{check}` exited with status {event.exit_code} on the "
-            f"integration branch after {sid} merged; {undone}"
+        move = Move.CHECK_FAILED
+        reason = Reason(
+            code=ReasonCode.INTEGRATION_VERIFY_FAILED,
+            detail=f"`{check}` exited with status {event.exit_code} on the integration branch "
+            f"after {sid} merged; {undone}",
         )
     state = replace(state, integration_head=event.restored_commit)
-    return _update(
-        state, sid, state=outcome, reason=reason, merge=None, integration_output=event.output_tail
-    )
+    return _move(state, sid, move, reason=reason, merge=None, integration_output=event.output_tail)
 
 
 def _stop_requested(state: ExecutionState, event: ev.StopRequested) -> ExecutionState:
@@ -259,15 +277,16 @@ def _stop_requested(state: ExecutionState, event: ev.StopRequested) -> Execution
             continue
         if attempt.stopped_by is not None:
             continue  # a constraint is stopping it already, for a reason of its own
-        stopped = f"stopped: {event.source} stopped the execution"
+        stopped = f"{event.source} stopped the execution"
         if not attempt.exited:
-            reason = f"{stopped} while attempt {attempt.number} ran"
+            detail = f"{stopped} while attempt {attempt.number} ran"
         elif _check_to_come(state.spec(view.id), attempt):
             # The check is cut (processes.py ends it) or never starts: its exit status
             # would be the stop's, not a verdict on the work, nor feedback for an agent.
-            reason = f"{stopped} before attempt {attempt.number}'s check finished"
+            detail = f"{stopped} before attempt {attempt.number}'s check finished"
         else:
             continue
+        reason = Reason(code=ReasonCode.STOPPED, detail=detail)
         state = _update_attempt(state, view.id, stopped_by=reason, cut_by_stop=True)
     return state
 
@@ -297,12 +316,24 @@ def _unskip_dependents(execution: ExecutionState, subtask_id: str) -> ExecutionS
         changed = False
         for view in execution.subtasks.values():
             if view.state == "skipped" and view.skipped_for in again and view.id not in again:
-                execution = _update(
-                    execution, view.id, state="pending", reason=None, skipped_for=None
+                execution = _move(
+                    execution, view.id, Move.DEPENDENCY_RERUN, reason=None, skipped_for=None
                 )
                 again.add(view.id)
                 changed = True
     return execution
+
+
+def _move(
+    execution: ExecutionState, subtask_id: str, move: Move, /, **changes: object
+) -> ExecutionState:
+    """The subtask's state after `move`, by the lifecycle table, with other `changes`."""
+    source = execution.subtask(subtask_id).state
+    to = target(move, source)
+    if not allowed(move, source):
+        found = Anomaly(execution.seq, subtask_id, move, source, to)
+        execution = replace(execution, anomalies=(*execution.anomalies, found))
+    return _update(execution, subtask_id, state=to, **changes)
 
 
 def _update(execution: ExecutionState, subtask_id: str, /, **changes: object) -> ExecutionState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
 
 
@@ -27,7 +28,7 @@ def status_document(
     """`running`: running attempts' usage so far, by subtask (agents.live_usage.read_live)."""
     created = state.created
     running = running or {}
-    return {
+    document: dict[str, Any] = {
         "execution_id": state.execution_id,
         "plan": state.plan.name,
         "status": status,
@@ -57,9 +58,12 @@ def status_document(
                 # the running attempt's tokens and API retries so far, not yet in `tokens`
                 "running": dict(running[view.id]) if view.id in running else None,
                 "session_id": view.session_id,
-                "reason": view.reason,
+                "reason": sentence_or_none(view.reason),
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
             }
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
     }
+    if state.anomalies:  # only then: a log that holds none is described as it always was
+        document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    return document

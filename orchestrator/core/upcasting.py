@@ -22,9 +22,68 @@ from orchestrator.errors import LogFromNewerVersion
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 
-#: (event type, the version it reads) -> that payload at the next version. None yet:
-#: version 1 is the first.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType({})
+#: The words version 1 wrote a sentence starting with, each a code since version 2. Spelt
+#: out rather than read from ReasonCode: an upcaster reads the past, which a code added
+#: or renamed later does not change. ("other" is none of them: a sentence that happens to
+#: start with "other: " is some user constraint's own.)
+VERSION_1_WORDS = frozenset(
+    {
+        "timeout",
+        "max_attempts",
+        "token_budget",
+        "no_changes",
+        "no_progress",
+        "verify_failed",
+        "agent_failed",
+        "dependency",
+        "conflict",
+        "stopped",
+        "interrupted",
+        "integration_verify_failed",
+        "setup_failed",
+        "merge_failed",
+    }
+)
+OTHER = "other"  # reasons.ReasonCode.OTHER
+
+
+def reason_of_sentence(text: str) -> dict[str, str]:
+    """A version 1 reason, "word: detail", as a version 2 Reason (its JSON form).
+
+    Split once, on the first ": ", and only where the word is one of ours and something
+    follows it; anything else (a word this version does not know, a user constraint's
+    own sentence) is kept whole as the detail of an OTHER reason. So `reasons.sentence`
+    gives back every old sentence exactly as it was written, and nothing is refused.
+    """
+    word, separator, detail = text.partition(": ")
+    if word in VERSION_1_WORDS and separator and detail:
+        return {"code": word, "detail": detail}
+    if text in VERSION_1_WORDS:
+        return {"code": text, "detail": ""}
+    return {"code": OTHER, "detail": text}
+
+
+def _reason_as_data(payload: Payload) -> Payload:
+    """Version 1 -> 2 of an event with a `reason`: its sentence becomes code and detail."""
+    reason = payload.get("reason")
+    if not isinstance(reason, str):
+        return payload  # None (an accepted attempt's), or a shape no version 1 wrote
+    return {**payload, "reason": reason_of_sentence(reason)}
+
+
+#: The events whose `reason` was a sentence until version 2.
+REASON_EVENTS = (
+    "attempt_judged",
+    "constraint_violated",
+    "subtask_skipped",
+    "subtask_failed",
+    "subtask_stopped",
+)
+
+#: (event type, the version it reads) -> that payload at the next version.
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
+    {(event_type, 1): _reason_as_data for event_type in REASON_EVENTS}
+)
 
 
 def upcast(

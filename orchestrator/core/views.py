@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.core import events as ev
+from orchestrator.core.reasons import Reason
 
 SubtaskStateName = Literal[
     "pending",
@@ -42,7 +43,7 @@ class AttemptView:
     started_at: float | None = None  # unix time its runner started, for its timeout
     interrupted: bool = False
     recovery_ref: str | None = None
-    stopped_by: str | None = None  # the constraint's or the stop's reason, when one cut it
+    stopped_by: Reason | None = None  # the constraint's or the stop's reason, when one cut it
     cut_by_stop: bool = False  # `stop --now` killed it: the subtask ends stopped, not failed
     tree: str = ""
     exit_code: int | None = None
@@ -65,7 +66,7 @@ class AttemptView:
     verify_exit_code: int | None = None
     verify_output_tail: str = ""
     accepted: bool | None = None
-    reason: str | None = None
+    reason: Reason | None = None
     feedback: str = ""  # what the next attempt is told
     # It started on a branch that earlier attempts of its subtask had changed: what it
     # leaves is judged with their work, not alone (an attempt sent back to finish may
@@ -99,7 +100,7 @@ class SubtaskView:
     start_commit: str | None = None
     head_commit: str | None = None
     attempts: tuple[AttemptView, ...] = ()
-    reason: str | None = None
+    reason: Reason | None = None
     conflicts: tuple[ev.Conflict, ...] = ()
     merge: ev.SubtaskMerged | None = None
     succeeded_at_seq: int | None = None

@@ -2,6 +2,8 @@
 
 Appends are serialized (the log has one writer) and run in a worker thread (the store is
 blocking). The state is folded forward from each durable append, never changed otherwise.
+Events are folded before they are appended, too: one that would move a subtask in a way
+the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import trio
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
+from orchestrator.core.lifecycle import IllegalMove
 from orchestrator.core.state import ExecutionState, apply
 from orchestrator.errors import EnvironmentProblem, OwnershipError, StoreLost
 from orchestrator.runtime import ownership
@@ -77,14 +80,18 @@ class Journal:
             return self.state
         records = [record_of(event) for event in events]
         async with self._lock:
+            ahead = self._folded_ahead(events)
             status = self._status_after(events)
             stored = await self._append_through_outages(records, status)
-            state = self.state
-            for event, row in zip(events, stored, strict=True):
-                state = apply(state, event, row.seq)
-                log.info("event", event_type=event.type, seq=row.seq, **_subtask_of(event))
+            seqs = [row.seq for row in stored]
+            if seqs != [self.state.seq + i for i in range(1, len(events) + 1)]:
+                ahead = self.state  # the store numbered them otherwise: fold by its seqs
+                for event, seq in zip(events, seqs, strict=True):
+                    ahead = apply(ahead, event, seq)
+            for event, seq in zip(events, seqs, strict=True):
+                log.info("event", event_type=event.type, seq=seq, **_subtask_of(event))
                 self._count_for_fault_injection()
-            self.state = state
+            state = self.state = ahead
             if any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
                 last = stored[-1]
                 snapshot = checkpoints.snapshot(state, last.seq, last.event_hash)
@@ -98,6 +105,29 @@ class Journal:
                     # A cache: recovery folds from an older one, or from the start.
                     log.warning("checkpoint_not_saved", error=problem.message)
         self._wake()
+        return state
+
+    def _folded_ahead(self, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
+        """The state the events make, folded at the seqs they will have; refused (before
+        anything is written) when one makes a move the lifecycle does not allow."""
+        state = self.state
+        for seq, event in enumerate(events, start=self.state.seq + 1):
+            state = apply(state, event, seq)
+        if len(state.anomalies) > len(self.state.anomalies):
+            found = state.anomalies[len(self.state.anomalies)]
+            log.error(
+                "illegal_move",
+                move=found.move.value,
+                subtask_id=found.subtask_id,
+                source=found.source,
+                target=found.target,
+            )
+            raise IllegalMove(
+                f"execution {self.execution_id}: refused to append {found.move.value} for "
+                f"{found.subtask_id}: it would take the subtask from {found.source} to "
+                f"{found.target}, a move core/lifecycle.py does not allow. A bug in "
+                "kairo-orch; nothing of it was written, and the supervisor stops"
+            )
         return state
 
     async def _append_through_outages(

@@ -22,6 +22,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.constraints import ResourceConstraint
 from orchestrator.core.decide import decide
 from orchestrator.core.ids import live_view_channel, wake_channel_prefix
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
@@ -38,16 +39,16 @@ log = structlog.get_logger(__name__)
 
 TICK_SECONDS = 0.5
 
-# What a failed step of each command means for its subtask: the reason's stable word.
-_FAILURE_WORD: dict[type[cmd.Command], str] = {
-    cmd.PrepareWorkspace: "setup_failed",
-    cmd.OpenPane: "agent_failed",
-    cmd.AwaitAttempt: "agent_failed",
-    cmd.KillAttempt: "agent_failed",
-    cmd.CommitAttempt: "agent_failed",
-    cmd.RunVerify: "verify_failed",
-    cmd.MergeSubtask: "merge_failed",
-    cmd.VerifyIntegration: "integration_verify_failed",
+# What a failed step of each command means for its subtask: the reason's code.
+_FAILURE_CODE: dict[type[cmd.Command], ReasonCode] = {
+    cmd.PrepareWorkspace: ReasonCode.SETUP_FAILED,
+    cmd.OpenPane: ReasonCode.AGENT_FAILED,
+    cmd.AwaitAttempt: ReasonCode.AGENT_FAILED,
+    cmd.KillAttempt: ReasonCode.AGENT_FAILED,
+    cmd.CommitAttempt: ReasonCode.AGENT_FAILED,
+    cmd.RunVerify: ReasonCode.VERIFY_FAILED,
+    cmd.MergeSubtask: ReasonCode.MERGE_FAILED,
+    cmd.VerifyIntegration: ReasonCode.INTEGRATION_VERIFY_FAILED,
 }
 
 
@@ -192,8 +193,9 @@ def _failure_events(command: cmd.Command, error: KairoError) -> list[ev.Executio
     if isinstance(command, cmd.ReleaseWorkspace):
         # The work is merged; a worktree that would not go is left for `clean`, not a failure.
         return [ev.WorkspaceReleased(subtask_id=command.subtask_id)]
-    word = _FAILURE_WORD.get(type(command), "agent_failed")
-    return [ev.SubtaskFailed(subtask_id=command.subtask_id, reason=f"{word}: {error.message}")]
+    code = _FAILURE_CODE.get(type(command), ReasonCode.AGENT_FAILED)
+    reason = Reason(code=code, detail=error.message)
+    return [ev.SubtaskFailed(subtask_id=command.subtask_id, reason=reason)]
 
 
 async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:
@@ -222,6 +224,8 @@ def pane_titles(subtask_id: str, view: SubtaskView) -> dict[str, str]:
         elif attempt.interrupted:
             titles[attempt.pane_id] = f"{subtask_id}{numbered} · interrupted"
         else:
-            word = (attempt.reason or "").partition(":")[0]
-            titles[attempt.pane_id] = f"{subtask_id}{numbered} · sent back ({word or 'ended'})"
+            # The code, never the sentence read back: an OTHER reason has no word to show.
+            code = attempt.reason.code if attempt.reason is not None else ReasonCode.OTHER
+            word = "ended" if code is ReasonCode.OTHER else code.value
+            titles[attempt.pane_id] = f"{subtask_id}{numbered} · sent back ({word})"
     return titles

@@ -16,6 +16,8 @@ from orchestrator.core.constraints import (
 )
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import AgentSpec, ExecutionLimits, Limits, ResolvedPlan, ResolvedSubtask
+from orchestrator.core.reasons import ReasonCode
+from orchestrator.core.reasons import sentence_or_none as said
 from tests.core.test_decide import BASE, feed, start
 
 
@@ -52,7 +54,8 @@ def test_the_most_severe_action_wins() -> None:
     ]
     verdict = evaluate(chain, context())
     assert verdict.action == ResourceAction.GRACEFUL_EXIT
-    assert verdict.reason == "g: said so"
+    assert said(verdict.reason) == "g: said so"
+    assert verdict.reason is not None and verdict.reason.code is ReasonCode.OTHER
     assert [v.constraint for v, _ in verdict.violations] == ["w", "g"]
 
 
@@ -77,7 +80,9 @@ def test_the_attempt_timeout_is_an_emergency_stop_past_its_limit() -> None:
     )
     assert within.action == ResourceAction.ALLOW
     assert past.action == ResourceAction.EMERGENCY_STOP
-    assert past.reason.startswith("timeout: attempt 1 ran longer than its limit of 3 s")
+    assert (said(past.reason) or "").startswith(
+        "timeout: attempt 1 ran longer than its limit of 3 s"
+    )
 
 
 def running_state(**limits: object):  # type: ignore[no-untyped-def]
@@ -144,7 +149,7 @@ def test_a_token_budget_warns_at_80_percent_then_ends_the_subtask() -> None:
     state = feed(state, decide(state).events)
     ended = feed(state, decide(state).events)
     assert ended.subtask("a").state == "failed"
-    assert ended.subtask("a").reason == "token_budget: the subtask used 105 of its 100 tokens"
+    assert said(ended.subtask("a").reason) == "token_budget: the subtask used 105 of its 100 tokens"
 
 
 def test_a_running_attempt_whose_stream_spent_the_budget_is_stopped_at_once() -> None:
@@ -154,7 +159,7 @@ def test_a_running_attempt_whose_stream_spent_the_budget_is_stopped_at_once() ->
     assert [e.action for e in near] == ["WARN_CONTINUE"]  # type: ignore[attr-defined]
     state = feed(state, near)
     stop = decide(state, now=101.0, live_tokens={"a": 100}).events
-    assert [(e.action, e.reason) for e in stop] == [  # type: ignore[attr-defined]
+    assert [(e.action, said(e.reason)) for e in stop] == [  # type: ignore[attr-defined]
         ("EMERGENCY_STOP", "token_budget: the subtask used 100 of its 100 tokens")
     ]
     state = feed(state, stop)
@@ -166,7 +171,7 @@ def test_the_execution_budget_stops_a_running_attempt_its_live_count_spent() -> 
     assert decide(state, now=101.0, live_tokens={"a": 800}).events[0].action == "WARN_CONTINUE"  # type: ignore[union-attr]
     stop = decide(state, now=101.0, live_tokens={"a": 1000}).events
     assert [e.action for e in stop if isinstance(e, ev.ConstraintViolated)] == ["EMERGENCY_STOP"]
-    assert "the execution used 1000 of its 1000 tokens" in stop[0].reason  # type: ignore[union-attr]
+    assert "the execution used 1000 of its 1000 tokens" in said(stop[0].reason)  # type: ignore[union-attr]
 
 
 def test_an_attempt_its_filter_stopped_at_its_allowance_is_set_aside_and_not_retried() -> None:
@@ -202,7 +207,7 @@ def test_an_attempt_its_filter_stopped_at_its_allowance_is_set_aside_and_not_ret
     state = feed(state, decide(state).events)
     view = state.subtask("a")
     assert (view.state, len(view.attempts)) == ("failed", 1)
-    assert view.reason == (
+    assert said(view.reason) == (
         f"token_budget: the subtask used 104 of its 100 tokens; its partial work is on {ref}"
     )
 
@@ -221,7 +226,7 @@ def test_a_limit_met_before_an_attempt_runs_fails_the_subtask_and_touches_no_att
     events = decide(state, now=200.0).events  # resumed long after the execution's limit
     state = feed(state, events)  # an emergency stop of an attempt not started: no crash
     assert state.subtask("a").state == "failed" and state.subtask("a").attempts == ()
-    assert (state.subtask("a").reason or "").startswith("timeout: the execution ran longer")
+    assert (said(state.subtask("a").reason) or "").startswith("timeout: the execution ran longer")
 
 
 def test_an_attempt_may_spend_what_the_tighter_budget_has_left() -> None:

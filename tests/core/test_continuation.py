@@ -9,6 +9,7 @@ from dataclasses import replace
 from orchestrator.core import events as ev
 from orchestrator.core.continuation import continue_after, needs_verify
 from orchestrator.core.plan import AgentSpec, ResolvedSubtask
+from orchestrator.core.reasons import sentence_or_none as said
 from orchestrator.core.views import AttemptView
 
 SPEC = ResolvedSubtask(
@@ -29,14 +30,14 @@ def test_an_overload_storm_is_worded_as_the_api_s_answer_and_sent_back() -> None
     storm = replace(DONE, exit_code=1, is_error=True, result="server_error", api_status=529)
     decision = continue_after(SPEC, replace(storm, api_retries=10), None)
     assert decision.kind == "nudge"
-    assert decision.reason == "agent_failed: the API answered 529 Overloaded after 10 retries"
+    assert said(decision.reason) == "agent_failed: the API answered 529 Overloaded after 10 retries"
     assert "the model's service failed, not your work" in decision.feedback
 
 
 def test_an_edit_the_program_refused_is_named_not_merely_no_change() -> None:
     refused = replace(DONE, changed=False, refusals=(SENSITIVE,), verify_exit_code=None)
     decision = continue_after(SPEC, refused, None)
-    assert decision.reason == (
+    assert said(decision.reason) == (
         "no_changes: the attempt left the worktree as it found it: your Edit of "
         "/repo/.git/x/calc.py was refused: Claude requested permissions to edit "
         "/repo/.git/x/calc.py which is a sensitive file."
@@ -54,7 +55,7 @@ def test_replies_cut_at_the_output_limit_are_sent_back_to_smaller_edits() -> Non
     cut = replace(DONE, exit_code=1, is_error=True, result="max_output_tokens")
     decision = continue_after(SPEC, cut, None)
     assert decision.kind == "nudge"
-    assert "cut off at the model's output token limit" in (decision.reason or "")
+    assert "cut off at the model's output token limit" in (said(decision.reason) or "")
     assert "Make smaller edits" in decision.feedback
 
 
@@ -62,7 +63,7 @@ def test_an_attempt_stopped_at_its_allowance_is_the_last() -> None:
     spent = replace(DONE, exit_code=143, is_error=True, result="token_budget", tokens=104_000)
     decision = continue_after(SPEC, spent, None)
     assert decision.kind == "escalate"
-    assert decision.reason == (
+    assert said(decision.reason) == (
         "token_budget: attempt 1 was stopped when its stream showed 104000 tokens, all that "
         "the budget had left"
     )
@@ -75,6 +76,6 @@ def test_an_attempt_that_only_finished_earlier_work_is_judged_with_it() -> None:
     assert needs_verify(SPEC, checked)
     assert continue_after(SPEC, replace(checked, verify_exit_code=0), None).kind == "accept"
     alone = replace(checked, after_changes=False)
-    assert continue_after(SPEC, alone, None).reason == (
+    assert said(continue_after(SPEC, alone, None).reason) == (
         "no_changes: the attempt left the worktree as it found it"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from orchestrator.core.earlier_attempts import MAX_COMMITS, earlier_attempts_section
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
@@ -23,7 +24,12 @@ def test_the_first_attempt_is_told_nothing() -> None:
 def test_it_says_why_each_earlier_attempt_did_not_pass_and_what_the_branch_holds() -> None:
     section = earlier_attempts_section(
         view(
-            attempt(1, reason="verify_failed: `pytest` failed (exit status 1)"),
+            attempt(
+                1,
+                reason=Reason(
+                    code=ReasonCode.VERIFY_FAILED, detail="`pytest` failed (exit status 1)"
+                ),
+            ),
             attempt(2, interrupted=True, recovery_ref="refs/kairo/recovery/x/a/2"),
             attempt(3),
         ),
@@ -41,7 +47,9 @@ def test_it_says_why_each_earlier_attempt_did_not_pass_and_what_the_branch_holds
 
 
 def test_an_empty_branch_is_said_to_be_empty() -> None:
-    section = earlier_attempts_section(view(attempt(1, reason="no_changes: x"), attempt(2)), [], "")
+    section = earlier_attempts_section(
+        view(attempt(1, reason=Reason(code=ReasonCode.NO_CHANGES, detail="x")), attempt(2)), [], ""
+    )
     assert "None of their work is on the branch" in section
 
 

@@ -6,6 +6,8 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.reasons import ReasonCode
+from orchestrator.core.reasons import sentence_or_none as said
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
@@ -90,9 +92,9 @@ def test_a_failed_check_undoes_the_merge_and_fails_the_subtask_keeping_its_branc
     final = run(start(checked_plan("a", "b", "c")), world)
     b = final.subtask("b")
     assert b.state == "failed"
-    assert b.reason is not None
-    assert b.reason.startswith("integration_verify_failed: `pytest -q` exited with status 1")
-    assert "its work stays on b/b" in b.reason
+    assert b.reason is not None and b.reason.code is ReasonCode.INTEGRATION_VERIFY_FAILED
+    assert said(b.reason).startswith("integration_verify_failed: `pytest -q` exited with status 1")
+    assert "its work stays on b/b" in said(b.reason)
     assert b.merge is None and "b" not in final.merged
     assert final.merged == ("a", "c")
     assert final.ended == "FAILED"
@@ -116,7 +118,7 @@ def test_dependents_of_a_merge_that_broke_the_branch_are_skipped() -> None:
     p = plan(subtask("a"), subtask("b", "a")).model_copy(update={"integration_verify": "make"})
     final = run(start(p), CheckedWorld(broken_by=("a",)))
     assert final.subtask("b").state == "skipped"
-    assert final.subtask("b").reason == "dependency: it depends on 'a', which failed"
+    assert said(final.subtask("b").reason) == "dependency: it depends on 'a', which failed"
 
 
 def test_without_integration_verify_a_merge_is_final_at_once() -> None:
@@ -141,7 +143,7 @@ def test_a_graceful_stop_lets_the_running_attempt_finish_and_starts_nothing_new(
     assert world.launched == ["a"]
     for sid in ("b", "c"):
         assert final.subtask(sid).state == "stopped"
-        assert final.subtask(sid).reason == (
+        assert said(final.subtask(sid).reason) == (
             "stopped: the execution was stopped before this subtask started"
         )
     assert final.ended == "STOPPED"
@@ -154,7 +156,7 @@ def test_a_graceful_stop_gives_no_further_attempt_to_a_rejected_one() -> None:
     view = final.subtask("a")
     assert len(view.attempts) == 1
     assert view.state == "stopped"
-    assert view.reason == (
+    assert said(view.reason) == (
         "stopped: the execution was stopped after attempt 1, which was not accepted "
         "(agent_failed: the agent exited with status 2)"
     )
@@ -170,7 +172,7 @@ def test_stop_now_kills_the_running_attempt_and_ends_its_subtask_stopped() -> No
     view = final.subtask("a")
     assert view.state == "stopped"
     assert view.reason is not None
-    assert view.reason.startswith(
+    assert said(view.reason).startswith(
         "stopped: kairo-orch stop --now stopped the execution while attempt 1 ran"
     )
     assert view.merge is None
@@ -200,7 +202,7 @@ def test_stop_now_while_a_check_runs_ends_the_subtask_stopped_not_failed() -> No
     final = run(feed(state, [cut]), world)
     view = final.subtask("a")
     assert view.state == "stopped" and len(view.attempts) == 1
-    assert view.reason == (
+    assert said(view.reason) == (
         "stopped: kairo-orch stop --now stopped the execution before attempt 1's check finished"
     )
     assert view.attempts[0].verify_exit_code == 143
@@ -226,7 +228,7 @@ def test_stop_now_while_a_merge_is_checked_undoes_it_and_ends_the_subtask_stoppe
     final = run(state, world)
     view = final.subtask("a")
     assert view.state == "stopped" and view.merge is None
-    assert view.reason == (
+    assert said(view.reason) == (
         "stopped: the execution was stopped before the check of a's merge finished; "
         "the merge was undone, and its work stays on b/a"
     )

@@ -43,10 +43,13 @@ def merged_unrecorded(repo: Path, check: str) -> tuple[ExecutionState, str, str]
         ev.AttemptStarted(
             subtask_id="s", attempt=1, idempotency_key="k", run_dir="/r", start_commit=base
         ),
+        ev.AttemptExited(subtask_id="s", attempt=1, exit_code=0),
         ev.AttemptCommitted(subtask_id="s", attempt=1, head_commit=head, changed=True),
+        ev.AttemptJudged(subtask_id="s", attempt=1, accepted=True),
     ]
     for seq, event in enumerate(events, start=1):
         state = apply(state, event, seq)
+    assert state.subtask("s").state == "succeeded" and state.anomalies == ()
     return state, base, head
 
 

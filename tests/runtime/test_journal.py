@@ -14,6 +14,7 @@ import trio
 from orchestrator.core import events as ev
 from orchestrator.core.commands import CreateIntegrationBranch
 from orchestrator.core.decide import decide
+from orchestrator.core.lifecycle import IllegalMove
 from orchestrator.core.state import fold
 from orchestrator.errors import EnvironmentProblem, OwnershipError
 from orchestrator.runtime import journal as journal_module
@@ -169,3 +170,23 @@ async def test_a_renewal_committed_whose_answer_was_lost_is_not_taken_for_a_take
         store.set_status("E1", "RUNNING", owner="elsewhere:2")  # a real takeover still is one
         with pytest.raises(OwnershipError, match="taken over"):
             await journal.set_status("RUNNING")
+
+
+async def test_an_event_that_would_make_an_illegal_move_is_refused_unwritten(
+    recorded: Recorded,
+) -> None:
+    store, execution_id, _ = recorded
+    row = claim(store, execution_id, owner="host:1", status="RUNNING")
+    journal = Journal(store, read_state(store, execution_id), owner="host:1", version=row.version)
+    await journal.append([ev.SubtaskScheduled(subtask_id="a", start_commit="c" * 40)])
+    before = (journal.state, journal.version, store.get_execution(execution_id))
+    # `a` scheduled a second time: a writer's bug, in a batch after a good event.
+    batch = [
+        ev.SubtaskScheduled(subtask_id="c", start_commit="c" * 40),
+        ev.SubtaskScheduled(subtask_id="a", start_commit="c" * 40),
+    ]
+    with pytest.raises(IllegalMove, match="subtask_scheduled for a: it would take the subtask"):
+        await journal.append(batch)
+    assert (journal.state, journal.version, store.get_execution(execution_id)) == before
+    assert [e.event_type for e in store.read_events(execution_id)][-1] == "subtask_scheduled"
+    assert len(store.read_events(execution_id)) == 2

@@ -3,6 +3,7 @@ the one it leaves behind must not go on saying `running`."""
 
 from __future__ import annotations
 
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.views import AttemptView, SubtaskView
 from orchestrator.runtime.supervisor import pane_titles
 
@@ -21,10 +22,12 @@ def test_the_panes_a_retry_left_say_how_their_attempts_ended() -> None:
         "greet",
         state="failed",
         attempts=(
-            attempt(1, "%1", reason="verify_failed: `pytest` exited with status 1"),
+            attempt(
+                1, "%1", reason=Reason(code=ReasonCode.VERIFY_FAILED, detail="`pytest` exited")
+            ),
             attempt(2, "%4", interrupted=True),
             attempt(3, None),  # its pane not open yet
-            attempt(4, "%9", reason="no_progress: attempts 3 and 4 left the same tree"),
+            attempt(4, "%9", reason=Reason(code=ReasonCode.NO_PROGRESS, detail="the same tree")),
         ),
     )
     assert pane_titles("greet", view) == {
