@@ -1,0 +1,59 @@
+"""The supervisor loop in-process, against the in-memory world (tests/world): a plan runs
+to its end, its merges are made, a failed verify sends an attempt back. No git, no tmux."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.core import events as ev
+from tests.world import running_world, subtask, writes
+from tests.world.repository import Tree
+
+
+async def test_three_subtasks_with_a_dependency_run_to_completed_and_merge(tmp_path: Path) -> None:
+    agents = {"a": writes("a.txt", "A\n"), "b": writes("b.txt", "B\n"), "c": writes("c.txt", "C\n")}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.create(
+            {"name": "world", "subtasks": [subtask("a"), subtask("b"), subtask("c", "a", "b")]}
+        )
+        final = await world.supervise()
+    assert final.status == "COMPLETED"
+    assert world.integration_files() == {
+        "README.md": "project\n",
+        "a.txt": "A\n",
+        "b.txt": "B\n",
+        "c.txt": "C\n",
+    }
+    # c started from the merges of a and b, after both.
+    launched = [sid for sid, _ in world.host.launched]
+    assert sorted(launched) == ["a", "b", "c"] and launched[-1] == "c"
+    c_start = next(
+        e for e in world.events() if isinstance(e, ev.SubtaskScheduled) and e.subtask_id == "c"
+    )
+    assert world.repository.tree_at(c_start.start_commit).keys() >= {"a.txt", "b.txt"}
+    merged = [e.subtask_id for e in world.events() if isinstance(e, ev.SubtaskMerged)]
+    assert sorted(merged) == ["a", "b", "c"] and merged[-1] == "c"
+    assert world.types()[-1] == "execution_ended"
+    assert not world.repository.worktrees  # every worktree released
+
+
+async def test_a_failed_verify_sends_the_attempt_back_with_its_output_then_it_merges(
+    tmp_path: Path,
+) -> None:
+    async def fixes_on_the_second_try(files: Tree, attempt: int) -> int:
+        files["b.txt"] = "good\n" if attempt == 2 else "bad\n"
+        return 0
+
+    agents = {"b": fixes_on_the_second_try}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.host.checks["check b"] = lambda files: (
+            (0, "ok\n") if files.get("b.txt") == "good\n" else (1, "b.txt is bad\n")
+        )
+        world.create({"name": "world", "subtasks": [subtask("b", verify="check b")]})
+        final = await world.supervise()
+    assert final.status == "COMPLETED"
+    assert world.host.launched == [("b", 1), ("b", 2)]
+    verified = [e for e in world.events() if isinstance(e, ev.VerifyFinished)]
+    assert [v.exit_code for v in verified] == [1, 0]
+    assert "b.txt is bad" in final.subtask("b").attempts[0].feedback
+    assert world.integration_files()["b.txt"] == "good\n"
