@@ -57,3 +57,27 @@ async def test_a_failed_verify_sends_the_attempt_back_with_its_output_then_it_me
     assert [v.exit_code for v in verified] == [1, 0]
     assert "b.txt is bad" in final.subtask("b").attempts[0].feedback
     assert world.integration_files()["b.txt"] == "good\n"
+
+
+async def test_a_merge_that_breaks_the_integration_check_is_undone(tmp_path: Path) -> None:
+    agents = {"a": writes("a.txt", "A\n"), "b": writes("b.txt", "breaks\n")}
+    plan = {
+        "name": "world",
+        "max_parallel": 1,
+        "integration_verify": "integration check",
+        "subtasks": [subtask("a"), subtask("b")],
+    }
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.host.checks["integration check"] = lambda files: (
+            (1, "b broke it\n") if "b.txt" in files else (0, "")
+        )
+        world.create(plan)
+        final = await world.supervise()
+    checked = {e.subtask_id: e for e in world.events() if isinstance(e, ev.IntegrationVerified)}
+    assert checked["a"].exit_code == 0 and checked["a"].restored_commit is None
+    b_merge = next(
+        e for e in world.events() if isinstance(e, ev.SubtaskMerged) and e.subtask_id == "b"
+    )
+    assert checked["b"].exit_code == 1 and checked["b"].restored_commit == b_merge.previous_commit
+    assert world.integration_files() == {"README.md": "project\n", "a.txt": "A\n"}
+    assert final.status == "FAILED"

@@ -62,6 +62,31 @@ async def test_a_killed_supervisor_resumed_on_its_store_reattaches_its_agent_and
     assert world.integration_files()["b.txt"] == "B\n"
 
 
+async def test_an_agent_gone_while_no_supervisor_watched_is_saved_reset_and_rerun(
+    tmp_path: Path,
+) -> None:
+    a_works = trio.Event()
+    agents = {"a": waits_for(a_works, "a.txt", "all of A\n")}
+    plan = {"name": "world", "subtasks": [subtask("a", idempotent=True)]}
+    async with running_world(tmp_path, README, agents) as world:
+        world.create(plan)
+        with trio.CancelScope() as killed:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(world.supervise)
+                await world.until(lambda: "attempt_pane_opened" in world.types("a"))
+                killed.cancel()
+        await world.host.lose("a")  # half of a.txt written, no exit record
+        a_works.set()
+        final = await world.supervise(resumed=True)
+    assert final.status == "COMPLETED"
+    interrupted = next(e for e in world.events() if isinstance(e, ev.AttemptInterrupted))
+    assert interrupted.rerun and interrupted.recovery_ref is not None
+    saved = world.repository.tree_at(world.repository.refs[interrupted.recovery_ref])
+    assert saved["a.txt"] == "all "  # what it left, kept; its rerun started afresh
+    assert world.host.launched == [("a", 1), ("a", 2)]
+    assert world.integration_files()["a.txt"] == "all of A\n"
+
+
 async def test_a_graceful_stop_lets_the_running_attempt_finish_and_starts_nothing_more(
     tmp_path: Path,
 ) -> None:

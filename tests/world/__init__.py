@@ -138,13 +138,15 @@ async def running_world(
         world.close()
 
 
-def subtask(sid: str, *depends_on: str, verify: str | None = None) -> dict[str, Any]:
+def subtask(
+    sid: str, *depends_on: str, verify: str | None = None, idempotent: bool = False
+) -> dict[str, Any]:
     return {
         "id": sid,
         "title": sid,
         "prompt": f"do {sid}",
         "depends_on": list(depends_on),
-        "agent": {"kind": "shell", "run": "true"},
+        "agent": {"kind": "shell", "run": "true", "idempotent": idempotent},
         "verify": verify,
     }
 

@@ -38,6 +38,7 @@ class _Runner:
     pgid: int
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     ended: trio.Event = field(default_factory=trio.Event)  # its exit recorded
+    lost: bool = False  # gone without a word, as with its tmux server killed
 
 
 class MemoryHost:
@@ -82,6 +83,10 @@ class MemoryHost:
         code = KILLED
         with runner.scope:
             code = await agent(files, int(Path(spec["exit_path"]).parent.name))
+        if runner.lost:
+            del self._running[str(Path(spec["exit_path"]).parent / "runner.json")]
+            runner.ended.set()
+            return
         _write_json(
             spec["exit_path"], {"exit_code": code, "output_tail": "", "runner_signal": None}
         )
@@ -140,6 +145,14 @@ class MemoryHost:
     async def stop_group(self, pgid: int) -> None:
         for runner in list(self._running.values()):
             if runner.pgid == pgid:
+                runner.scope.cancel()
+                await runner.ended.wait()
+
+    async def lose(self, subtask_id: str) -> None:
+        """The subtask's runner and agent gone at once, leaving no exit record."""
+        for spec_path, runner in list(self._running.items()):
+            if Path(spec_path).parent.parent.name == subtask_id:
+                runner.lost = True
                 runner.scope.cancel()
                 await runner.ended.wait()
 
