@@ -72,13 +72,17 @@ async def _reconcile_attempt(
     if attempt.pane_id is None and await trio.to_thread.run_sync(runner_ever_started, files):
         opened = [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id="")]
     record = await trio.to_thread.run_sync(read_exit_record, files)
+    if record is None and await edges.processes.runner_alive(files):
+        log.info("reattached", subtask_id=view.id, attempt=attempt.number)
+        return opened
+    if record is None:
+        # Looked at again: a runner that wrote its record and ended between the two looks
+        # is no lost one.
+        record = await trio.to_thread.run_sync(read_exit_record, files)
     if record is not None and not record.interrupted:
         usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
         return [*opened, exited(view.id, attempt.number, record, usage)]
-    if record is None and await edges.processes.runner_alive(files):
-        log.info("reattached", subtask_id=view.id, attempt=attempt.number)
-        return opened
     if record is None and not opened and attempt.pane_id is None:
         # Its pane may have been opened just before the crash, its runner not yet started.
         pane = await edges.panes.pane_running(str(files.spec))

@@ -11,40 +11,56 @@ import trio
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 from tests.world import World, running_world, subtask, waits_for, writes
+from tests.world.agents import Agent
 
 README = {"README.md": "project\n"}
+PLAN = {"name": "world", "subtasks": [subtask("a"), subtask("b"), subtask("c", "a", "b")]}
 
 
 def merges(world: World) -> list[str]:
     return [e.subtask_id for e in world.events() if isinstance(e, ev.SubtaskMerged)]
 
 
-async def test_a_killed_supervisor_resumed_on_its_store_reattaches_its_agent_and_completes(
-    tmp_path: Path,
-) -> None:
-    b_works = trio.Event()
-    agents = {
+def b_waits_for(b_works: trio.Event) -> dict[str, Agent]:
+    return {
         "a": writes("a.txt", "A\n"),
         "b": waits_for(b_works, "b.txt", "B\n"),
         "c": writes("c.txt", "C\n"),
     }
-    plan = {"name": "world", "subtasks": [subtask("a"), subtask("b"), subtask("c", "a", "b")]}
-    async with running_world(tmp_path, README, agents) as world:
-        world.create(plan)
-        # The first supervisor dies once a is merged and b's agent runs: what it appended
-        # stays in the store, b's agent runs on without it.
-        with trio.CancelScope() as killed:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(world.supervise)
-                await world.until(
-                    lambda: (
-                        "subtask_merged" in world.types("a")
-                        and "attempt_pane_opened" in world.types("b")
-                    )
+
+
+async def killed_while_b_runs(world: World) -> None:
+    """The first supervisor dies once a is merged and b's agent runs: what it appended
+    stays in the store, b's agent runs on without it."""
+    world.create(PLAN)
+    with trio.CancelScope() as killed:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(world.supervise)
+            await world.until(
+                lambda: (
+                    "subtask_merged" in world.types("a")
+                    and "attempt_pane_opened" in world.types("b")
                 )
-                killed.cancel()
-        assert world.host.running() == ["b"]
-        assert world.types()[-1] != "execution_ended"
+            )
+            killed.cancel()
+    assert world.host.running() == ["b"]
+    assert world.types()[-1] != "execution_ended"
+
+
+def settled_once_each(world: World) -> None:
+    """Nothing the log had settled ran again: each agent once, each merge once."""
+    assert sorted(world.host.launched) == [("a", 1), ("b", 1), ("c", 1)]
+    assert sorted(merges(world)) == ["a", "b", "c"]
+    assert "attempt_interrupted" not in world.types()
+    assert world.integration_files()["b.txt"] == "B\n"
+
+
+async def test_a_killed_supervisor_resumed_on_its_store_reattaches_its_agent_and_completes(
+    tmp_path: Path,
+) -> None:
+    b_works = trio.Event()
+    async with running_world(tmp_path, README, b_waits_for(b_works)) as world:
+        await killed_while_b_runs(world)
         final: list[ExecutionState] = []
 
         async def resume() -> None:
@@ -52,14 +68,35 @@ async def test_a_killed_supervisor_resumed_on_its_store_reattaches_its_agent_and
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(resume)
-            await world.until(lambda: world.types().count("supervisor_started") == 2)
+            # Recovery is over (RECOVERING, then RUNNING): b was found running, re-attached.
+            await world.until(
+                lambda: (
+                    world.types().count("supervisor_started") == 2 and world.status() == "RUNNING"
+                )
+            )
+            assert "attempt_exited" not in world.types("b")
             b_works.set()  # b's agent ends while the second supervisor watches it
     assert final[0].status == "COMPLETED"
-    # Nothing the log had settled ran again: each agent once, each merge once.
-    assert sorted(world.host.launched) == [("a", 1), ("b", 1), ("c", 1)]
-    assert sorted(merges(world)) == ["a", "b", "c"]
-    assert "attempt_interrupted" not in world.types()
-    assert world.integration_files()["b.txt"] == "B\n"
+    settled_once_each(world)
+
+
+async def test_an_agent_that_ends_between_recoverys_two_looks_is_recovered_not_interrupted(
+    tmp_path: Path,
+) -> None:
+    # Recovery reads the exit record, then looks for the runner: one that writes its
+    # record and ends between the two looks was taken for a lost one.
+    b_works = trio.Event()
+    async with running_world(tmp_path, README, b_waits_for(b_works)) as world:
+        await killed_while_b_runs(world)
+
+        async def b_ends() -> None:
+            b_works.set()
+            await world.host.finished("b")
+
+        world.host.before_alive_check = b_ends
+        final = await world.supervise(resumed=True)
+    assert final.status == "COMPLETED"
+    settled_once_each(world)
 
 
 async def test_an_agent_gone_while_no_supervisor_watched_is_saved_reset_and_rerun(

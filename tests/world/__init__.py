@@ -98,6 +98,11 @@ class World:
             while not condition():  # noqa: ASYNC110
                 await trio.sleep(0.002)
 
+    def status(self) -> str:
+        row = self.store.get_execution(EXECUTION_ID)
+        assert row is not None
+        return row.status
+
     def events(self) -> list[ev.ExecutionEvent]:
         if self._kept is not None:
             return self._kept
