@@ -81,3 +81,22 @@ async def test_a_merge_that_breaks_the_integration_check_is_undone(tmp_path: Pat
     assert checked["b"].exit_code == 1 and checked["b"].restored_commit == b_merge.previous_commit
     assert world.integration_files() == {"README.md": "project\n", "a.txt": "A\n"}
     assert final.status == "FAILED"
+
+
+async def test_two_subtasks_that_change_one_file_differently_conflict_on_it(
+    tmp_path: Path,
+) -> None:
+    agents = {"a": writes("README.md", "by a\n"), "b": writes("README.md", "by b\n")}
+    plan = {"name": "world", "max_parallel": 2, "subtasks": [subtask("a"), subtask("b")]}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.create(plan)
+        final = await world.supervise()
+    conflicted = next(e for e in world.events() if isinstance(e, ev.SubtaskConflicted))
+    merged = next(e for e in world.events() if isinstance(e, ev.SubtaskMerged))
+    assert {conflicted.subtask_id, merged.subtask_id} == {"a", "b"}
+    # The conflict names the path and the merged subtask that touched it first.
+    assert [(c.path, c.with_) for c in conflicted.conflicts] == [
+        ("README.md", (merged.subtask_id,))
+    ]
+    assert world.integration_files()["README.md"] == f"by {merged.subtask_id}\n"
+    assert final.status == "FAILED"
