@@ -12,19 +12,21 @@ from __future__ import annotations
 import trio
 
 from orchestrator.errors import KairoError
-from orchestrator.runtime.attempts import ExitRecord, RunFiles, read_exit_record, runner_alive
-from orchestrator.tmux.server import TmuxServer
+from orchestrator.runtime.attempts import ExitRecord, RunFiles, read_exit_record
+from orchestrator.runtime.ports import Panes, Processes
 
 #: How often a waiting attempt's runner is looked for, in case it died without a word.
 LIVENESS_CHECK_S = 1.0
 
 
-async def wait_for_exit(tmux: TmuxServer, files: RunFiles, channel: str) -> ExitRecord | None:
+async def wait_for_exit(
+    panes: Panes, processes: Processes, files: RunFiles, channel: str
+) -> ExitRecord | None:
     """The runner's exit record, or None for a runner gone without one (interrupted)."""
     missing = 0
     async with trio.open_nursery() as nursery:
         wake_ups = _WakeUps()
-        nursery.start_soon(_listen, tmux, channel, wake_ups)
+        nursery.start_soon(_listen, panes, channel, wake_ups)
         # The first look is for the record only: the runner was started (or found running)
         # a moment ago, and may not have said its pid yet, which would make finding it a
         # look at every process's command line (once per agent of a fan-out).
@@ -32,20 +34,17 @@ async def wait_for_exit(tmux: TmuxServer, files: RunFiles, channel: str) -> Exit
         while record is None:
             with trio.move_on_after(LIVENESS_CHECK_S):
                 await wake_ups.wait()
-            alive, record = await trio.to_thread.run_sync(_look_at_runner, files)
+            # Whether the runner runs, then its exit record: in that order, so that a
+            # runner which wrote its record and exited between the two looks is not taken
+            # for a lost one.
+            alive = await processes.runner_alive(files)
+            record = await trio.to_thread.run_sync(read_exit_record, files)
             # Twice in a row, a check apart: a runner that is just being exec'd is not dead.
             missing = 0 if alive else missing + 1
             if missing >= 2:
                 break
         nursery.cancel_scope.cancel()
     return record
-
-
-def _look_at_runner(files: RunFiles) -> tuple[bool, ExitRecord | None]:
-    """Whether the runner runs, then its exit record: in that order, so that a runner which
-    wrote its record and exited between the two looks is not taken for a lost one."""
-    alive = runner_alive(files)
-    return alive, read_exit_record(files)
 
 
 class _WakeUps:
@@ -62,11 +61,11 @@ class _WakeUps:
         self._event = trio.Event()
 
 
-async def _listen(tmux: TmuxServer, channel: str, wake_ups: _WakeUps) -> None:
+async def _listen(panes: Panes, channel: str, wake_ups: _WakeUps) -> None:
     """Keep one `tmux wait-for` client waiting on `channel` until cancelled."""
     while True:
         try:
-            await tmux.wait_for(channel)
+            await panes.wait_for(channel)
         except KairoError:
             # No tmux server: nothing to wait on, and the runner cannot signal either;
             # the waiter's own check finds what became of it.

@@ -35,6 +35,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
@@ -134,7 +135,7 @@ async def run_supervisor(
         )
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
-        tmux = TmuxServer(created.tmux_socket)
+        tmux = TmuxPanes(created.tmux_socket)
         # Side by side: each is a few milliseconds of waiting on tmux or git, and the
         # first worktree waits for both.
         async with trio.open_nursery() as nursery:
@@ -142,10 +143,10 @@ async def run_supervisor(
             identity = await Identity.for_repo(paths.toplevel)
         edges = Edges(
             repo_root=paths.toplevel,
-            git_common_dir=paths.git_common_dir,
             workspaces=LocalWorktreeProvider(paths),
-            tmux=tmux,
-            identity=identity,
+            repository=GitRepository(paths.toplevel, paths.git_common_dir, identity),
+            panes=tmux,
+            processes=LocalProcesses(),
             environment=dict(os.environ),
             open_session=functools.partial(
                 _open_session, tmux, created, execution_id, paths, store_url

@@ -10,21 +10,23 @@ import trio
 
 from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.state import ExecutionState
-from orchestrator.git.repo import Identity
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
-from orchestrator.tmux.server import TmuxServer
+from orchestrator.runtime.ports import Panes, Processes, Repository
 
 
 @dataclass
 class Edges:
-    """Everything at the edge that a supervisor of one execution talks to."""
+    """Everything at the edge that a supervisor of one execution talks to: ports
+    (ports.py), never git, tmux or processes directly, so that a test can give it a
+    world of its own (tests/world)."""
 
+    #: Where the plan's review steps run, and where `copy_files` copies from.
     repo_root: Path
-    git_common_dir: Path
     workspaces: WorkspaceProvider
-    tmux: TmuxServer
-    identity: Identity
+    repository: Repository
+    panes: Panes
+    processes: Processes
     environment: Mapping[str, str]  # of the command that started or resumed the supervisor
     #: Set once `kairo-orch stop --now` is in the log: a check under way ends at once.
     stop_now: trio.Event = field(default_factory=trio.Event)

@@ -23,10 +23,7 @@ from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
-from orchestrator.git.commit import commit_all
-from orchestrator.git.history import commits_between, diffstat
-from orchestrator.git.recovery import reset_worktree, save_worktree_state
-from orchestrator.git.refs import BranchExists, branch_ref, create_branch, rev_parse, tree_of
+from orchestrator.git.refs import BranchExists, branch_ref
 from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
@@ -37,8 +34,7 @@ from orchestrator.runtime.attempts import (
 from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
 from orchestrator.runtime.integration import merge_subtask, verify_integration
-from orchestrator.runtime.process_groups import stop_group
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.recovery import interrupt, recorded_group
 from orchestrator.runtime.review import run_review_step
 from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
@@ -63,7 +59,7 @@ async def execute(
         case cmd.AwaitAttempt():
             return await _await_attempt(edges, state, command)
         case cmd.KillAttempt():
-            return await _kill_attempt(state, command)
+            return await _kill_attempt(edges, state, command)
         case cmd.CommitAttempt():
             return await _commit_attempt(edges, state, command)
         case cmd.RunVerify():
@@ -87,11 +83,11 @@ async def _create_integration_branch(
     # Created first, looked for only when that fails: one git process on the way to the
     # first worktree, where asking first took three.
     try:
-        await create_branch(edges.repo_root, branch, created.base_commit)
+        await edges.repository.create_branch(branch, created.base_commit)
         commit = created.base_commit
     except BranchExists:
         # Made by an earlier supervisor of this execution, which died before saying so.
-        commit = await rev_parse(edges.repo_root, branch_ref(branch))
+        commit = await edges.repository.rev_parse(branch_ref(branch))
     return [ev.IntegrationBranchCreated(branch=branch, commit=commit)]
 
 
@@ -113,7 +109,7 @@ async def _prepare_workspace(
         workspace = adopted
     setup = state.plan.worktree
     copied = await copy_files(
-        edges.repo_root, workspace.path, setup.copy_files, workspace.base_commit
+        edges.repository, edges.repo_root, workspace.path, setup.copy_files, workspace.base_commit
     )
     if setup.setup is not None:
         env = {
@@ -122,7 +118,12 @@ async def _prepare_workspace(
         }
         run_dir = Path(state.created.run_root) / sid
         await run_setup(
-            setup.setup, worktree=workspace.path, run_dir=run_dir, env=env, subtask_id=sid
+            edges.processes,
+            setup.setup,
+            worktree=workspace.path,
+            run_dir=run_dir,
+            env=env,
+            subtask_id=sid,
         )
     return [
         ev.WorkspaceCreated(
@@ -216,19 +217,19 @@ async def _open_agent_pane(
     more too when another pane's call has just opened it again)."""
     session = state.created.tmux_session
     open_pane = functools.partial(
-        edges.tmux.open_agent_pane, session, title=f"{sid} · running", command=command, cwd=cwd
+        edges.panes.open_agent_pane, session, title=f"{sid} · running", command=command, cwd=cwd
     )
     try:
         return await open_pane()
     except KairoError:
         if edges.open_session is None:
             raise
-    if not await edges.tmux.has_session(session):
+    if not await edges.panes.has_session(session):
         log.warning("tmux_session_reopened", session=session)
         try:
             await edges.open_session()
         except KairoError:  # another pane's call opened it first
-            if not await edges.tmux.has_session(session):
+            if not await edges.panes.has_session(session):
                 raise
     return await open_pane()
 
@@ -246,8 +247,8 @@ async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str
     if attempt is None or attempt.number == 1 or view.start_commit is None:
         return ""
     base, head = view.start_commit, attempt.start_commit
-    commits = await commits_between(edges.repo_root, base, head)
-    stat = await diffstat(edges.repo_root, base, head) if commits else None
+    commits = await edges.repository.commits_between(base, head)
+    stat = await edges.repository.diffstat(base, head) if commits else None
     return earlier_attempts_section(
         view, [str(c) for c in commits], stat.text if stat is not None else ""
     )
@@ -259,12 +260,14 @@ def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
     return earlier[-1].feedback if earlier else ""
 
 
-async def _kill_attempt(state: ExecutionState, command: cmd.KillAttempt) -> list[ev.ExecutionEvent]:
+async def _kill_attempt(
+    edges: Edges, state: ExecutionState, command: cmd.KillAttempt
+) -> list[ev.ExecutionEvent]:
     """Stop the agent's whole process group; its runner then records the exit as usual."""
     files = attempt_files(state, command.subtask_id, command.attempt)
     pgid = await trio.to_thread.run_sync(recorded_group, files)
     if pgid is not None:
-        await stop_group(pgid)
+        await edges.processes.stop_group(pgid)
     with trio.move_on_after(KILL_RECORD_WAIT_S):
         while await trio.to_thread.run_sync(read_exit_record, files) is None:  # noqa: ASYNC110
             await trio.sleep(0.05)  # the runner writes it as soon as its agent is gone
@@ -277,7 +280,7 @@ async def _await_attempt(
     """Wait for the runner's exit record; a runner gone without one was interrupted."""
     files = attempt_files(state, command.subtask_id, command.attempt)
     channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
-    record = await wait_for_exit(edges.tmux, files, channel)
+    record = await wait_for_exit(edges.panes, edges.processes, files, channel)
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         return [
             await interrupt(edges, state, command.subtask_id, rerun_interrupted=False, cause="pane")
@@ -297,7 +300,7 @@ async def _commit_attempt(
         return [await _set_aside(edges, state, sid, number)]
     # The agent's own account of its work, where it gave one, as the commit's body.
     said = f"\n\n{attempt.summary.strip()}" if attempt.summary.strip() else ""
-    outcome = await commit_all(
+    outcome = await edges.repository.commit_all(
         Path(view.worktree),
         message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}{said}",
         trailers={
@@ -305,7 +308,6 @@ async def _commit_attempt(
             "Kairo-Subtask": sid,
             "Kairo-Attempt": str(number),
         },
-        identity=edges.identity,
         start_commit=attempt.start_commit,
         expected_branch=view.branch,
         leave_out=view.copied,
@@ -317,7 +319,7 @@ async def _commit_attempt(
             head_commit=outcome.head_commit,
             changed=outcome.changed,
             files_changed=outcome.files_changed,
-            tree=await tree_of(Path(view.worktree), outcome.head_commit),
+            tree=await edges.repository.tree_of(outcome.head_commit),
             in_submodules=outcome.in_submodules,
         )
     ]
@@ -331,21 +333,20 @@ async def _set_aside(
     attempt = view.current_attempt
     assert view.worktree is not None and attempt is not None
     worktree = Path(view.worktree)
-    ref = await save_worktree_state(
+    ref = await edges.repository.save_worktree_state(
         worktree,
         ref=f"refs/kairo/stopped/{short_id(state.execution_id)}/{sid}/{number}",
         safe_commit=attempt.start_commit,
         message=f"kairo: what attempt {number} of {sid} left when it was stopped",
-        identity=edges.identity,
         leave_out=view.copied,
     )
-    await reset_worktree(worktree, attempt.start_commit, leave_out=view.copied)
+    await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
     return ev.AttemptCommitted(
         subtask_id=sid,
         attempt=number,
         head_commit=attempt.start_commit,
         changed=False,
-        tree=await tree_of(worktree, attempt.start_commit),
+        tree=await edges.repository.tree_of(attempt.start_commit),
         recovery_ref=ref,
     )
 
@@ -359,7 +360,7 @@ async def _run_verify(
     assert view.worktree is not None and verify is not None
     context = _context(state, sid, command.attempt, feedback="", earlier="")
     env = {**edges.environment, **context.environment(), **_worktree_environment(state, sid)}
-    result = await run_shell(
+    result = await edges.processes.run_shell(
         verify,
         cwd=Path(view.worktree),
         env=env,

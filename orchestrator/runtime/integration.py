@@ -12,11 +12,10 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
-from orchestrator.git.history import diffstat
-from orchestrator.git.merge import Conflicted, merge_branch
-from orchestrator.git.refs import branch_ref, rev_parse, update_ref
+from orchestrator.git.merge import Conflicted
+from orchestrator.git.refs import branch_ref
 from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 
 CANNOT_RUN = 126  # the shell's word for a command that could not be started
 
@@ -29,17 +28,14 @@ async def merge_subtask(
     assert view.head_commit is not None and view.start_commit is not None
     spec = state.spec(sid)
     # Read before the merge is written: a failure here leaves the integration branch as it was.
-    stat = await diffstat(edges.repo_root, view.start_commit, view.head_commit)
-    outcome = await merge_branch(
-        edges.repo_root,
+    stat = await edges.repository.diffstat(view.start_commit, view.head_commit)
+    outcome = await edges.repository.merge(
         target_ref=branch_ref(state.created.integration_branch),
         source_commit=view.head_commit,
         message=(
             f"kairo: merge {sid}{'' if spec.title == sid else ': ' + spec.title}\n\n"
             f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
         ),
-        identity=edges.identity,
-        git_common_dir=edges.git_common_dir,
         made_on=state.integration_head,  # a merge of ours is made on the head the log has
     )
     if isinstance(outcome, Conflicted):
@@ -81,7 +77,7 @@ async def verify_integration(
     check = state.plan.integration_verify
     assert merge is not None and check is not None
     target = branch_ref(state.created.integration_branch)
-    current = await rev_parse(edges.repo_root, target)
+    current = await edges.repository.rev_parse(target)
     if current == merge.previous_commit != merge.merge_commit:
         # Undone already, by a supervisor that stopped before it could say so.
         return [
@@ -107,7 +103,7 @@ async def verify_integration(
             "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
         }
         # Bounded as the subtask's attempts are: a check as long as a whole attempt hangs.
-        result = await run_shell(
+        result = await edges.processes.run_shell(
             check,
             cwd=checkout,
             env=env,
@@ -120,7 +116,7 @@ async def verify_integration(
         exit_code, output = CANNOT_RUN, f"the check could not run: {error.message}"
     restored = None
     if exit_code != 0:
-        await update_ref(edges.repo_root, target, new=merge.previous_commit, old=merge.merge_commit)
+        await edges.repository.update_ref(target, new=merge.previous_commit, old=merge.merge_commit)
         restored = merge.previous_commit
     return [
         ev.IntegrationVerified(

@@ -26,18 +26,14 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, SubtaskView
-from orchestrator.git.recovery import reset_worktree, save_worktree_state
-from orchestrator.git.repo import git
 from orchestrator.runtime.attempts import (
     RunFiles,
     exited,
     read_exit_record,
     read_usage,
-    runner_alive,
     runner_ever_started,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
-from orchestrator.runtime.process_groups import stop_group
 
 log = structlog.get_logger(__name__)
 
@@ -76,16 +72,20 @@ async def _reconcile_attempt(
     if attempt.pane_id is None and await trio.to_thread.run_sync(runner_ever_started, files):
         opened = [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id="")]
     record = await trio.to_thread.run_sync(read_exit_record, files)
+    if record is None and await edges.processes.runner_alive(files):
+        log.info("reattached", subtask_id=view.id, attempt=attempt.number)
+        return opened
+    if record is None:
+        # Looked at again: a runner that wrote its record and ended between the two looks
+        # is no lost one.
+        record = await trio.to_thread.run_sync(read_exit_record, files)
     if record is not None and not record.interrupted:
         usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
         return [*opened, exited(view.id, attempt.number, record, usage)]
-    if record is None and await trio.to_thread.run_sync(runner_alive, files):
-        log.info("reattached", subtask_id=view.id, attempt=attempt.number)
-        return opened
     if record is None and not opened and attempt.pane_id is None:
         # Its pane may have been opened just before the crash, its runner not yet started.
-        pane = await _pane_running(state.created.tmux_socket, str(files.spec))
+        pane = await edges.panes.pane_running(str(files.spec))
         if pane is not None:
             return [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id=pane)]
         return []  # it never started: OpenPane starts it, for the first time
@@ -107,26 +107,26 @@ async def interrupt(
     files = attempt_files(state, subtask_id, attempt.number)
     pgid = await trio.to_thread.run_sync(recorded_group, files)
     if pgid is not None:
-        await stop_group(pgid)  # nothing of it may write while its work is saved
+        await edges.processes.stop_group(pgid)  # nothing of it may write while its work is saved
     worktree = Path(view.worktree)
     ref_name = f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}"
     ref = None
-    if not await trio.Path(worktree).is_dir() and view.branch is not None:
+    there = await edges.workspaces.exists(worktree)
+    if not there and view.branch is not None:
         # Deleted by hand while nobody supervised it: nothing of the attempt is left to
         # save, and the next attempt needs its files, made again from its branch.
         await edges.workspaces.adopt(subtask_id, view.branch, worktree)
         log.warning("worktree_made_again", subtask_id=subtask_id, path=str(worktree))
-    elif await trio.Path(worktree).is_dir():
-        ref = await save_worktree_state(
+    elif there:
+        ref = await edges.repository.save_worktree_state(
             worktree,
             ref=ref_name,
             safe_commit=attempt.start_commit,
             message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
-            identity=edges.identity,
             leave_out=view.copied,
         )
-        await reset_worktree(worktree, attempt.start_commit, leave_out=view.copied)
-    if ref is None and await _ref_exists(edges.repo_root, ref_name):
+        await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
+    if ref is None and await edges.repository.ref_exists(ref_name):
         ref = ref_name  # saved by a recovery that a crash cut short before its event
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent
     log.warning("interrupted", subtask_id=subtask_id, attempt=attempt.number, saved_on=ref)
@@ -154,23 +154,3 @@ def recorded_group(files: RunFiles) -> int | None:
     except (OSError, ValueError):
         return None
     return pgid if isinstance(pgid, int) else None
-
-
-async def _ref_exists(repo_root: Path, ref: str) -> bool:
-    found = await git("rev-parse", "--verify", "--quiet", ref, cwd=repo_root, check=False)
-    return found.returncode == 0
-
-
-async def _pane_running(socket_name: str | None, spec_path: str) -> str | None:
-    """The pane whose command names this runner spec, if tmux has one."""
-    argv = ["tmux", *(["-L", socket_name] if socket_name else [])]
-    argv += ["list-panes", "-a", "-F", "#{pane_id}\t#{pane_start_command}"]
-    try:
-        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
-    except OSError:
-        return None
-    for line in done.stdout.decode(errors="replace").splitlines():
-        pane_id, _, command = line.partition("\t")
-        if spec_path in command:
-            return pane_id
-    return None

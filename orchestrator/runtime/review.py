@@ -17,9 +17,8 @@ import trio
 from orchestrator.core import events as ev
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
-from orchestrator.git.refs import branch_exists
 from orchestrator.runtime.edges import Edges
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, run_shell
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 
 PR_BODY = "pull-request.md"
 #: A review step's bound when the plan sets no execution timeout: a push or a `gh pr
@@ -58,7 +57,7 @@ async def run_review_step(
         branches = [created.integration_branch]
         if review.push_subtask_branches:
             for view in state.subtasks.values():
-                if view.branch and await branch_exists(edges.repo_root, view.branch):
+                if view.branch and await edges.repository.branch_exists(view.branch):
                     branches.append(view.branch)
         refspecs = [f"refs/heads/{b}:refs/heads/{b}" for b in branches]
         command = shlex.join(["git", "push", "--porcelain", "--", review.push, *refspecs])
@@ -69,7 +68,7 @@ async def run_review_step(
         await trio.Path(body).write_text(text, encoding="utf-8")
         env["KAIRO_REPORT_FILE"] = str(body)
         command = review.pr_command
-    result = await run_shell(
+    result = await edges.processes.run_shell(
         command,
         cwd=edges.repo_root,
         env=env,

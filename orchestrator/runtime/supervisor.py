@@ -30,10 +30,10 @@ from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.plugins import load_constraints
+from orchestrator.runtime.ports import Panes
 from orchestrator.runtime.recovery import reconcile
 from orchestrator.runtime.running_usage import live_tokens, watches_tokens
 from orchestrator.runtime.stopping import STOP_SIGNALS, stop_on_signals
-from orchestrator.tmux.server import TmuxServer
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +75,7 @@ async def supervise(
         await journal.append([started])
         if resumed:
             # The `wait-for` clients a killed supervisor left, one per agent it awaited.
-            await _release_stale_waiters(edges.tmux, journal.execution_id)
+            await _release_stale_waiters(edges.panes, journal.execution_id)
             await journal.append(
                 await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
             )
@@ -86,9 +86,9 @@ async def supervise(
         return await _loop(journal, edges, signals, constraints)
 
 
-async def _release_stale_waiters(tmux: TmuxServer, execution_id: str) -> None:
+async def _release_stale_waiters(panes: Panes, execution_id: str) -> None:
     try:
-        woken = await tmux.release_waiters(wake_channel_prefix(execution_id))
+        woken = await panes.release_waiters(wake_channel_prefix(execution_id))
     except KairoError as error:  # no tmux server: no client waits on it either
         log.debug("waiters_not_released", error=error.message)
         return
@@ -103,7 +103,7 @@ async def _loop(
     constraints: Sequence[ResourceConstraint],
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
-    live_view = LiveViewGate(edges.tmux, journal.execution_id)
+    live_view = LiveViewGate(edges.panes, journal.execution_id)
     watching = watches_tokens(journal.state.plan)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
@@ -139,8 +139,8 @@ class LiveViewGate:
 
     _STARTING = frozenset({cmd.PrepareWorkspace.__name__, cmd.OpenPane.__name__})
 
-    def __init__(self, tmux: TmuxServer, execution_id: str) -> None:
-        self._tmux = tmux
+    def __init__(self, panes: Panes, execution_id: str) -> None:
+        self._panes = panes
         self._channel = live_view_channel(execution_id)
         self._starting_seen = False
         self._open = False
@@ -156,7 +156,7 @@ class LiveViewGate:
 
     async def _signal(self) -> None:
         try:
-            await self._tmux.signal(self._channel)
+            await self._panes.signal(self._channel)
         except KairoError as error:  # it starts on its own a few seconds later
             log.debug("live_view_signal_failed", error=error.message)
 
@@ -205,7 +205,7 @@ async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None
         return
     for pane_id, title in pane_titles(subtask_id, state.subtask(subtask_id)).items():
         try:
-            await edges.tmux.set_pane_title(pane_id, title)
+            await edges.panes.set_pane_title(pane_id, title)
         except KairoError as error:
             log.debug("retitle_failed", pane_id=pane_id, error=error.message)
 

@@ -17,8 +17,7 @@ import trio
 
 from orchestrator.errors import StepFailed
 from orchestrator.git.copied_files import files_to_copy
-from orchestrator.git.history import tracked_files
-from orchestrator.runtime.processes import run_shell
+from orchestrator.runtime.ports import Processes, Repository
 
 SETUP_LOG = "setup.log"
 SETUP_DONE = "setup.done"
@@ -36,17 +35,27 @@ def _copy(
 
 
 async def copy_files(
-    source_root: Path, worktree: Path, patterns: Sequence[str], commit: str
+    repository: Repository,
+    source_root: Path,
+    worktree: Path,
+    patterns: Sequence[str],
+    commit: str,
 ) -> tuple[str, ...]:
     """Copy the untracked files of `source_root` matching `patterns`; return their paths."""
     if not patterns:
         return ()
-    tracked = set(await tracked_files(worktree, commit))
+    tracked = set(await repository.tracked_files(worktree, commit))
     return tuple(await trio.to_thread.run_sync(_copy, source_root, worktree, patterns, tracked))
 
 
 async def run_setup(
-    command: str, *, worktree: Path, run_dir: Path, env: Mapping[str, str], subtask_id: str
+    processes: Processes,
+    command: str,
+    *,
+    worktree: Path,
+    run_dir: Path,
+    env: Mapping[str, str],
+    subtask_id: str,
 ) -> None:
     """Run `command` in the new worktree once; a failure is the subtask's `setup_failed`.
 
@@ -57,7 +66,7 @@ async def run_setup(
     if await done.exists():
         return
     await trio.Path(run_dir).mkdir(parents=True, exist_ok=True)
-    result = await run_shell(command, cwd=worktree, env=env)
+    result = await processes.run_shell(command, cwd=worktree, env=env)
     log = run_dir / SETUP_LOG
     await trio.Path(log).write_text(result.output, encoding="utf-8")
     if result.exit_code != 0:

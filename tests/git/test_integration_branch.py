@@ -14,12 +14,13 @@ from orchestrator.errors import StepFailed
 from orchestrator.git.refs import rev_parse
 from orchestrator.git.repo import Identity, RepoPaths
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
-from orchestrator.tmux.server import TmuxServer
 from tests.git.conftest import GitCommands, run
 
 BRANCH = "kairo/p/abc"
+IDENTITY = Identity("Test User", "test@example.com")
 
 
 def execution(repo: Path, base: str, plan: ResolvedPlan | None = None) -> ExecutionState:
@@ -42,10 +43,10 @@ def edges(repo: Path) -> Edges:
     paths = RepoPaths(repo, repo / ".git", repo / ".git")
     return Edges(
         repo_root=repo,
-        git_common_dir=repo / ".git",
         workspaces=LocalWorktreeProvider(paths),
-        tmux=TmuxServer(None),
-        identity=Identity("Test User", "test@example.com"),
+        repository=GitRepository(repo, repo / ".git", IDENTITY),
+        panes=TmuxPanes(None),
+        processes=LocalProcesses(),
         environment={},
     )
 

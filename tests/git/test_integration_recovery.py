@@ -15,7 +15,7 @@ from orchestrator.git.merge import Merged, merge_branch
 from orchestrator.git.refs import branch_ref, rev_parse
 from orchestrator.runtime.effects import execute
 from tests.git.conftest import run, write
-from tests.git.test_integration_branch import BRANCH, edges, execution
+from tests.git.test_integration_branch import BRANCH, IDENTITY, edges, execution
 
 
 def merged_unrecorded(repo: Path, check: str) -> tuple[ExecutionState, str, str]:
@@ -66,7 +66,7 @@ async def test_a_merge_written_but_not_recorded_is_found_and_checked(
         target_ref=branch_ref(BRANCH),
         source_commit=head,
         message="kairo: merge s\n",
-        identity=where.identity,
+        identity=IDENTITY,
     )
     assert isinstance(written, Merged) and written.previous_commit == base
 

@@ -1,0 +1,128 @@
+"""The ports a supervisor reaches the world through, besides its store: git, tmux and
+processes (and where subtasks work, git/workspace_port.py). Edges holds one of each.
+
+daemon.py gives it the real ones (edge_adapters.py: today's git, tmux and process
+functions, unchanged); tests/world gives it an in-memory world, so that the loop,
+effects, recovery and stop paths run in-process without git or tmux. Each method is what
+the runtime asks, in the runtime's words, and no more: a second implementation has to
+model every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from orchestrator.git.commit import CommitOutcome
+from orchestrator.git.history import CommitSummary, DiffStat
+from orchestrator.git.merge import MergeOutcome
+from orchestrator.runtime.attempts import RunFiles
+from orchestrator.runtime.processes import ShellResult
+from orchestrator.tmux.layout import PaneRef
+
+
+class Repository(Protocol):
+    """The user's repository: its refs, its commits, and its subtasks' worktrees' commits.
+    Who commits (the identity) is the repository's own business."""
+
+    async def create_branch(self, name: str, commit: str) -> None:
+        """Raises git.refs.BranchExists when a branch of that name is there."""
+        ...
+
+    async def rev_parse(self, rev: str) -> str: ...
+
+    async def ref_exists(self, ref: str) -> bool: ...
+
+    async def branch_exists(self, name: str) -> bool: ...
+
+    async def update_ref(self, ref: str, new: str, old: str) -> None:
+        """Compare-and-swap; StepFailed when `ref` is no longer at `old`."""
+        ...
+
+    async def tree_of(self, rev: str) -> str: ...
+
+    async def diffstat(self, base: str, head: str) -> DiffStat: ...
+
+    async def commits_between(self, base: str, head: str) -> list[CommitSummary]: ...
+
+    async def merge(
+        self, *, target_ref: str, source_commit: str, message: str, made_on: str | None
+    ) -> MergeOutcome:
+        """A merge commit of `source_commit` onto `target_ref`, made without a checkout."""
+        ...
+
+    async def tracked_files(self, worktree: Path, commit: str) -> list[str]: ...
+
+    async def commit_all(
+        self,
+        worktree: Path,
+        *,
+        message: str,
+        trailers: Mapping[str, str],
+        start_commit: str,
+        expected_branch: str | None,
+        leave_out: Sequence[str],
+    ) -> CommitOutcome: ...
+
+    async def save_worktree_state(
+        self,
+        worktree: Path,
+        *,
+        ref: str,
+        safe_commit: str,
+        message: str,
+        leave_out: Sequence[str],
+    ) -> str | None:
+        """`ref` at a commit of everything in `worktree`; None when nothing changed."""
+        ...
+
+    async def reset_worktree(self, worktree: Path, commit: str, leave_out: Sequence[str]) -> None:
+        """The worktree and its branch back at `commit`."""
+        ...
+
+
+class Panes(Protocol):
+    """The execution's tmux server: agent panes, their titles, and `wait-for` wake-ups."""
+
+    async def open_agent_pane(
+        self, session: str, *, title: str, command: Sequence[str], cwd: Path
+    ) -> PaneRef: ...
+
+    async def has_session(self, name: str) -> bool: ...
+
+    async def set_pane_title(self, pane_id: str, title: str) -> None: ...
+
+    async def wait_for(self, channel: str) -> None: ...
+
+    async def signal(self, channel: str) -> None: ...
+
+    async def release_waiters(self, channel_prefix: str) -> int: ...
+
+    async def pane_running(self, spec_path: str) -> str | None:
+        """The pane whose command names this runner spec, if there is one."""
+        ...
+
+
+class Processes(Protocol):
+    """The plan's shell commands, and the agents' runners and process groups."""
+
+    async def run_shell(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float | None = None,
+        stop: trio.Event | None = None,
+    ) -> ShellResult: ...
+
+    async def stop_group(self, pgid: int) -> None:
+        """Return once nothing of the process group runs any more."""
+        ...
+
+    async def runner_alive(self, files: RunFiles) -> bool:
+        """Whether the runner of the attempt whose files these are still runs."""
+        ...

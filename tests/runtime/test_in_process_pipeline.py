@@ -1,0 +1,102 @@
+"""The supervisor loop in-process, against the in-memory world (tests/world): a plan runs
+to its end, its merges are made, a failed verify sends an attempt back. No git, no tmux."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.core import events as ev
+from tests.world import running_world, subtask, writes
+from tests.world.repository import Tree
+
+
+async def test_three_subtasks_with_a_dependency_run_to_completed_and_merge(tmp_path: Path) -> None:
+    agents = {"a": writes("a.txt", "A\n"), "b": writes("b.txt", "B\n"), "c": writes("c.txt", "C\n")}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.create(
+            {"name": "world", "subtasks": [subtask("a"), subtask("b"), subtask("c", "a", "b")]}
+        )
+        final = await world.supervise()
+    assert final.status == "COMPLETED"
+    assert world.integration_files() == {
+        "README.md": "project\n",
+        "a.txt": "A\n",
+        "b.txt": "B\n",
+        "c.txt": "C\n",
+    }
+    # c started from the merges of a and b, after both.
+    launched = [sid for sid, _ in world.host.launched]
+    assert sorted(launched) == ["a", "b", "c"] and launched[-1] == "c"
+    c_start = next(
+        e for e in world.events() if isinstance(e, ev.SubtaskScheduled) and e.subtask_id == "c"
+    )
+    assert world.repository.tree_at(c_start.start_commit).keys() >= {"a.txt", "b.txt"}
+    merged = [e.subtask_id for e in world.events() if isinstance(e, ev.SubtaskMerged)]
+    assert sorted(merged) == ["a", "b", "c"] and merged[-1] == "c"
+    assert world.types()[-1] == "execution_ended"
+    assert not world.repository.worktrees  # every worktree released
+
+
+async def test_a_failed_verify_sends_the_attempt_back_with_its_output_then_it_merges(
+    tmp_path: Path,
+) -> None:
+    async def fixes_on_the_second_try(files: Tree, attempt: int) -> int:
+        files["b.txt"] = "good\n" if attempt == 2 else "bad\n"
+        return 0
+
+    agents = {"b": fixes_on_the_second_try}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.host.checks["check b"] = lambda files: (
+            (0, "ok\n") if files.get("b.txt") == "good\n" else (1, "b.txt is bad\n")
+        )
+        world.create({"name": "world", "subtasks": [subtask("b", verify="check b")]})
+        final = await world.supervise()
+    assert final.status == "COMPLETED"
+    assert world.host.launched == [("b", 1), ("b", 2)]
+    verified = [e for e in world.events() if isinstance(e, ev.VerifyFinished)]
+    assert [v.exit_code for v in verified] == [1, 0]
+    assert "b.txt is bad" in final.subtask("b").attempts[0].feedback
+    assert world.integration_files()["b.txt"] == "good\n"
+
+
+async def test_a_merge_that_breaks_the_integration_check_is_undone(tmp_path: Path) -> None:
+    agents = {"a": writes("a.txt", "A\n"), "b": writes("b.txt", "breaks\n")}
+    plan = {
+        "name": "world",
+        "max_parallel": 1,
+        "integration_verify": "integration check",
+        "subtasks": [subtask("a"), subtask("b")],
+    }
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.host.checks["integration check"] = lambda files: (
+            (1, "b broke it\n") if "b.txt" in files else (0, "")
+        )
+        world.create(plan)
+        final = await world.supervise()
+    checked = {e.subtask_id: e for e in world.events() if isinstance(e, ev.IntegrationVerified)}
+    assert checked["a"].exit_code == 0 and checked["a"].restored_commit is None
+    b_merge = next(
+        e for e in world.events() if isinstance(e, ev.SubtaskMerged) and e.subtask_id == "b"
+    )
+    assert checked["b"].exit_code == 1 and checked["b"].restored_commit == b_merge.previous_commit
+    assert world.integration_files() == {"README.md": "project\n", "a.txt": "A\n"}
+    assert final.status == "FAILED"
+
+
+async def test_two_subtasks_that_change_one_file_differently_conflict_on_it(
+    tmp_path: Path,
+) -> None:
+    agents = {"a": writes("README.md", "by a\n"), "b": writes("README.md", "by b\n")}
+    plan = {"name": "world", "max_parallel": 2, "subtasks": [subtask("a"), subtask("b")]}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.create(plan)
+        final = await world.supervise()
+    conflicted = next(e for e in world.events() if isinstance(e, ev.SubtaskConflicted))
+    merged = next(e for e in world.events() if isinstance(e, ev.SubtaskMerged))
+    assert {conflicted.subtask_id, merged.subtask_id} == {"a", "b"}
+    # The conflict names the path and the merged subtask that touched it first.
+    assert [(c.path, c.with_) for c in conflicted.conflicts] == [
+        ("README.md", (merged.subtask_id,))
+    ]
+    assert world.integration_files()["README.md"] == f"by {merged.subtask_id}\n"
+    assert final.status == "FAILED"
