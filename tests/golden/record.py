@@ -126,16 +126,36 @@ def conflicts_and_retries(s: Scratch) -> None:
     s.kairo("start", plan, "--wait")
 
 
+def reasons_v2(s: Scratch) -> None:
+    """Schema version 2, whose reasons are codes with a detail: a verify that always
+    fails (max_attempts), the subtask that depends on it (skipped), a conflict, an agent
+    that changes nothing (no_changes), and one that fails (agent_failed)."""
+    plan = s.plan(
+        "version: 1\nname: golden-reasons\nmax_parallel: 1\n" + AGENT + "subtasks:\n"
+        "  - id: broken\n    verify: 'false'\n    limits: {max_attempts: 2}\n"
+        "    agent: {run: 'echo x > broken.txt'}\n"
+        "  - id: after\n    depends_on: [broken]\n"
+        "  - id: one\n    agent: {run: \"sed -i 's/^one$/ONE/' f.txt\"}\n"
+        "  - id: uno\n    agent: {run: \"sed -i 's/^one$/Uno/' f.txt\"}\n"
+        "  - id: idle\n    limits: {max_attempts: 1}\n    agent: {run: 'true'}\n"
+        "  - id: crash\n    limits: {max_attempts: 1}\n    agent: {run: 'exit 3'}\n"
+    )
+    s.kairo("start", plan, "--wait")
+
+
 RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "completed": completed,
     "paused": paused,
     "stopped": stopped,
     "conflicts_and_retries": conflicts_and_retries,
+    "reasons_v2": reasons_v2,
 }
 
 
 def record(name: str) -> Path:
     folder = logs.HERE / name
+    if folder.exists():  # a golden log is what an earlier version wrote: never written over
+        raise SystemExit(f"{folder} exists; a golden log is recorded once, under a new name")
     with tempfile.TemporaryDirectory(prefix="kairo-golden-", dir="/var/tmp") as root:
         scratch = Scratch(Path(root))
         try:
@@ -156,5 +176,5 @@ def record(name: str) -> Path:
 
 
 if __name__ == "__main__":
-    for wanted in sys.argv[1:] or sorted(RECORDINGS):
+    for wanted in sys.argv[1:] or sorted(set(RECORDINGS) - set(logs.golden_names())):
         print(record(wanted))

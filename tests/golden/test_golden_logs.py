@@ -13,7 +13,13 @@ from tests.golden import logs
 
 
 def test_there_are_golden_logs_of_every_kind() -> None:
-    assert logs.golden_names() == ["completed", "conflicts_and_retries", "paused", "stopped"]
+    assert logs.golden_names() == [
+        "completed",
+        "conflicts_and_retries",
+        "paused",
+        "reasons_v2",
+        "stopped",
+    ]
 
 
 @pytest.mark.parametrize("name", logs.golden_names())
