@@ -9,7 +9,6 @@ from pathlib import Path
 import trio
 
 from orchestrator.core import events as ev
-from orchestrator.core.state import ExecutionState
 from tests.world import World, running_world, subtask, waits_for, writes
 from tests.world.agents import Agent
 
@@ -61,13 +60,7 @@ async def test_a_killed_supervisor_resumed_on_its_store_reattaches_its_agent_and
     b_works = trio.Event()
     async with running_world(tmp_path, README, b_waits_for(b_works)) as world:
         await killed_while_b_runs(world)
-        final: list[ExecutionState] = []
-
-        async def resume() -> None:
-            final.append(await world.supervise(resumed=True))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(resume)
+        async with world.supervising(resumed=True) as final:
             # Recovery is over (RECOVERING, then RUNNING): b was found running, re-attached.
             await world.until(
                 lambda: (
@@ -132,13 +125,7 @@ async def test_a_graceful_stop_lets_the_running_attempt_finish_and_starts_nothin
     plan = {"name": "world", "max_parallel": 1, "subtasks": [subtask("a"), subtask("b")]}
     async with running_world(tmp_path, README, agents) as world:
         world.create(plan)
-        final: list[ExecutionState] = []
-
-        async def run() -> None:
-            final.append(await world.supervise())
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run)
+        async with world.supervising() as final:
             await world.until(lambda: "attempt_pane_opened" in world.types("a"))
             await world.request_stop("graceful")
             a_works.set()
@@ -156,13 +143,7 @@ async def test_stop_now_kills_the_running_agent_and_keeps_its_partial_work(
     agents = {"a": waits_for(never, "a.txt", "all of A\n")}
     async with running_world(tmp_path, README, agents) as world:
         world.create({"name": "world", "subtasks": [subtask("a")]})
-        final: list[ExecutionState] = []
-
-        async def run() -> None:
-            final.append(await world.supervise())
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run)
+        async with world.supervising() as final:
             await world.until(lambda: "attempt_pane_opened" in world.types("a"))
             await world.request_stop("now")
     assert final[0].status == "STOPPED"

@@ -87,6 +87,19 @@ class World:
         self.journal_now = self.journal(resumed=resumed)
         return await supervise(self.journal_now, self.edges(), resumed=resumed, stop=stop)
 
+    @asynccontextmanager
+    async def supervising(self, *, resumed: bool = False) -> AsyncIterator[list[ExecutionState]]:
+        """A supervisor running beside the block; the list it yields holds its final state
+        once both have ended."""
+        final: list[ExecutionState] = []
+
+        async def run() -> None:
+            final.append(await self.supervise(resumed=resumed))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            yield final
+
     async def request_stop(self, mode: ev.StopMode) -> None:
         assert self.journal_now is not None
         await self.journal_now.append([ev.StopRequested(mode=mode, source="test", at=time.time())])
