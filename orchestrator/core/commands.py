@@ -59,7 +59,14 @@ class KillAttempt(Command):
 
 @dataclass(frozen=True)
 class MergeSubtask(Command):
-    pass
+    """Merge the subtask, then each of `then` in that order: those accepted right behind
+    it in the merge queue go in the same step, so that merging keeps up with many agents."""
+
+    then: tuple[str, ...] = ()
+
+    @property
+    def subtask_ids(self) -> tuple[str, ...]:
+        return (self.subtask_id, *self.then)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@ which the supervisor appends at once, and the commands that need the world (git,
 processes), which the supervisor runs at the edge and which answer with events of their
 own. Calling it twice on the same state gives the same answer, so the supervisor may call
 it after every event and drop commands that are already under way (`Command.key`).
+
+It looks at the subtasks through their agenda (agenda.py), not at every subtask: what
+one decision costs does not grow with the plan.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from orchestrator.core import events as ev
+from orchestrator.core.agenda import Agenda, Group
 from orchestrator.core.commands import (
     AwaitAttempt,
     Command,
@@ -34,20 +38,20 @@ from orchestrator.core.constraints import (
     ResourceContext,
     Verdict,
     evaluate,
-    execution_tokens,
 )
 from orchestrator.core.continuation import (
-    AUTHENTICATION_FAILED,
     TOKEN_BUDGET,
     continue_after,
     needs_verify,
 )
-from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
+from orchestrator.core.views import TERMINAL, AttemptView, SubtaskView
+
+#: Accepted subtasks merged in one step at most (each its own merge commit).
+MERGE_BATCH = 8
 
 
 def decide(
@@ -55,35 +59,41 @@ def decide(
     now: float = 0.0,
     constraints: Sequence[ResourceConstraint] = BUILT_IN,
     live_tokens: Mapping[str, int] | None = None,
+    agenda: Agenda | None = None,
 ) -> Decision:
     """`now` is unix time, for the constraints that measure the wall clock; `live_tokens`
-    what running attempts have used so far, by subtask, for those that count tokens."""
+    what running attempts have used so far, by subtask, for those that count tokens;
+    `agenda` the state's, kept current by the caller (else sorted anew)."""
     if state.ended is not None:
         return Decision()
     if state.integration_head is None:
         return Decision(commands=(CreateIntegrationBranch(),))
+    agenda = agenda or Agenda.of(state)
+    active = [state.subtask(sid) for sid in agenda.group(Group.ACTIVE)]
     # A subtask gets one move a decision: one skipped is neither stopped nor scheduled too
     # (two moves from the state it is in would be one move too many: lifecycle.py).
-    skips = tuple(_skips(state))
+    skips = tuple(_skips(state, agenda))
     skipped = frozenset(skip.subtask_id for skip in skips)
+    live = live_tokens or {}
+    tokens = agenda.total_tokens
     events: list[ev.ExecutionEvent] = [
-        *_running_limits(state, now, constraints, live_tokens or {}),
-        *_stops(state, skipped),
+        *_running_limits(state, active, now, constraints, live, tokens + sum(live.values())),
+        *_stops(state, agenda, skipped),
         *skips,
-        *_schedules(state, skipped),
-        *_attempt_starts(state, now, constraints),
-        *_judgements(state),
+        *_schedules(state, agenda, len(active), skipped),
+        *_attempt_starts(state, active, now, constraints, tokens),
+        *_judgements(state, active),
     ]
     if events:
         # Decisions first: the commands they lead to are decided on the state they make.
         return Decision(events=tuple(events))
     commands = [
-        *_attempt_steps(state),
-        *_integration_checks(state),
-        *_merge(state),
-        *_releases(state),
+        *_attempt_steps(state, active),
+        *_integration_checks(active),
+        *_merge(state, agenda, active),
+        *_releases(agenda),
     ]
-    if not commands and _all_done(state):
+    if not commands and not agenda.members[Group.UNSETTLED]:
         review = next_review_step(state)
         if isinstance(review, RunReviewStep):
             return Decision(commands=(review,))
@@ -99,15 +109,17 @@ def _outcome(state: ExecutionState) -> ev.EndStatus:
     return "STOPPED" if state.stop is not None else "FAILED"
 
 
-def _stops(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskStopped]:
+def _stops(
+    state: ExecutionState, agenda: Agenda, skipped: frozenset[str]
+) -> Iterator[ev.SubtaskStopped]:
     """Under a stop, nothing new starts: what has not started never will (what is skipped
     at the same time is skipped: it would not have started anyway)."""
     if state.stop is None:
         return
-    for view in state.subtasks.values():
-        if view.state == "pending" and view.id not in skipped:
+    for sid in agenda.group(Group.PENDING):
+        if sid not in skipped:
             yield ev.SubtaskStopped(
-                subtask_id=view.id,
+                subtask_id=sid,
                 reason=Reason(
                     code=ReasonCode.STOPPED,
                     detail="the execution was stopped before this subtask started",
@@ -115,12 +127,17 @@ def _stops(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.Subtas
             )
 
 
-def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
-    logged_out = _logged_out_agents(state)
-    for spec in state.plan.subtasks:
-        if state.subtask(spec.id).state != "pending":
-            continue
-        program = (spec.agent.kind, spec.agent.binary)
+def _skips(state: ExecutionState, agenda: Agenda) -> Iterator[ev.SubtaskSkipped]:
+    """Subtasks that will never start: their agent program could not log in (the first
+    subtask it failed for is named: those not started yet would fail alike, after their
+    worktrees and setups were made for nothing), or a dependency ended unmerged."""
+    logged_out = agenda.logged_out()
+    candidates = set(agenda.members[Group.BLOCKED])
+    for program in logged_out:
+        candidates |= agenda.pending_by_program.get(program, set())
+    for sid in agenda.in_plan_order(candidates):
+        spec = state.spec(sid)
+        program = agenda.program[sid]
         if program in logged_out:
             yield ev.SubtaskSkipped(
                 subtask_id=spec.id,
@@ -147,36 +164,26 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
                 break
 
 
-def _logged_out_agents(state: ExecutionState) -> dict[tuple[str, str | None], str]:
-    """Agent programs (kind, binary) an attempt found unable to log in, each with the first
-    such subtask: the subtasks of that program not started yet would fail alike, after
-    their worktrees and setups (an `npm ci` each) were made for nothing."""
-    found: dict[tuple[str, str | None], str] = {}
-    for spec in state.plan.subtasks:
-        attempt = state.subtask(spec.id).current_attempt
-        if attempt is not None and attempt.result == AUTHENTICATION_FAILED:
-            found.setdefault((spec.agent.kind, spec.agent.binary), spec.id)
-    return found
-
-
 def _past(state_name: str) -> str:
     return {"skipped": "was skipped", "stopped": "was stopped"}.get(state_name, state_name)
 
 
-def _schedules(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskScheduled]:
+def _schedules(
+    state: ExecutionState, agenda: Agenda, running: int, skipped: frozenset[str]
+) -> Iterator[ev.SubtaskScheduled]:
+    """The first ready subtasks in plan order, as many as there are free places."""
     if state.stop is not None:
         return
-    free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
-    for spec in state.plan.subtasks:
+    free = state.plan.max_parallel - running
+    for sid in agenda.ready_in_plan_order():
         if free <= 0:
             return
-        if state.subtask(spec.id).state != "pending" or spec.id in skipped:
+        if sid in skipped:
             continue
-        if all(state.subtask(d).state == "merged" for d in spec.depends_on):
-            free -= 1
-            yield ev.SubtaskScheduled(
-                subtask_id=spec.id, start_commit=_start_commit(state, spec.depends_on)
-            )
+        free -= 1
+        yield ev.SubtaskScheduled(
+            subtask_id=sid, start_commit=_start_commit(state, agenda.depends_on[sid])
+        )
 
 
 def _start_commit(state: ExecutionState, depends_on: tuple[str, ...]) -> str:
@@ -199,17 +206,19 @@ def _elapsed(since: float | None, now: float) -> float:
 
 def _running_limits(
     state: ExecutionState,
+    active: Sequence[SubtaskView],
     now: float,
     constraints: Sequence[ResourceConstraint],
     live_tokens: Mapping[str, int],
+    tokens: int,
 ) -> Iterator[ev.ExecutionEvent]:
     """Constraints on running attempts: the ones that watch the clock, and the budgets
     that watch running attempts' live token counts. An attempt its stream filter stopped
-    at its allowance is over a budget too, and is stopped as one the supervisor stops."""
-    tokens = execution_tokens(state, live_tokens)
-    for view in state.subtasks.values():
+    at its allowance is over a budget too, and is stopped as one the supervisor stops.
+    `tokens`: the execution's, live counts included."""
+    for view in active:
         attempt = view.current_attempt
-        if view.state not in ACTIVE or attempt is None:
+        if attempt is None:
             continue
         if attempt.exited and not (attempt.result == TOKEN_BUDGET and not attempt.committed):
             continue
@@ -252,14 +261,17 @@ def _violations(
 
 
 def _attempt_starts(
-    state: ExecutionState, now: float, constraints: Sequence[ResourceConstraint]
+    state: ExecutionState,
+    active: Sequence[SubtaskView],
+    now: float,
+    constraints: Sequence[ResourceConstraint],
+    tokens: int,
 ) -> Iterator[ev.ExecutionEvent]:
     """Attempt N is decided, and recorded, before anything runs (store.md), if the
     constraints allow another attempt at all."""
-    tokens = execution_tokens(state)
-    for view in state.subtasks.values():
+    for view in active:
         attempt = view.current_attempt
-        if view.state not in ACTIVE or view.worktree is None:
+        if view.worktree is None:
             continue
         if attempt is not None and not (attempt.interrupted or attempt.judged):
             continue
@@ -312,10 +324,10 @@ def attempt_run_dir(run_root: str, subtask_id: str, attempt: int) -> str:
     return f"{run_root.rstrip('/')}/{subtask_id}/{attempt}"
 
 
-def _judgements(state: ExecutionState) -> Iterator[ev.AttemptJudged]:
-    for view in state.subtasks.values():
+def _judgements(state: ExecutionState, active: Sequence[SubtaskView]) -> Iterator[ev.AttemptJudged]:
+    for view in active:
         attempt = view.current_attempt
-        if view.state not in ACTIVE or attempt is None or attempt.finished:
+        if attempt is None or attempt.finished:
             continue
         if not attempt.committed:
             continue
@@ -334,10 +346,8 @@ def _judgements(state: ExecutionState) -> Iterator[ev.AttemptJudged]:
         )
 
 
-def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
-    for view in state.subtasks.values():
-        if view.state not in ACTIVE:
-            continue
+def _attempt_steps(state: ExecutionState, active: Sequence[SubtaskView]) -> Iterator[Command]:
+    for view in active:
         attempt = view.current_attempt
         if view.worktree is None:
             assert view.start_commit is not None
@@ -356,41 +366,45 @@ def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
             yield RunVerify(subtask_id=view.id, attempt=attempt.number)
 
 
-def _integration_checks(state: ExecutionState) -> Iterator[VerifyIntegration]:
-    for view in state.subtasks.values():
+def _integration_checks(active: Sequence[SubtaskView]) -> Iterator[VerifyIntegration]:
+    for view in active:
         if view.checking_integration:
             yield VerifyIntegration(subtask_id=view.id)
 
 
-def _merge(state: ExecutionState) -> Iterator[MergeSubtask]:
-    """At most one merge at a time, in plan order or in order of completion; none while
-    the last one's integration check runs, since the next merge would build on it."""
-    if any(view.checking_integration for view in state.subtasks.values()):
+def _merge(
+    state: ExecutionState, agenda: Agenda, active: Sequence[SubtaskView]
+) -> Iterator[MergeSubtask]:
+    """One merge step at a time, in plan order or in order of completion, of up to
+    MERGE_BATCH subtasks; none while the last merge's integration check runs, since the
+    next merge would build on it, and one subtask a step when every merge is checked."""
+    if any(view.checking_integration for view in active):
         return
+    batch = 1 if state.plan.integration_verify is not None else MERGE_BATCH
     if state.plan.merge_order == "completion":
-        ready = [v for v in state.subtasks.values() if v.state == "succeeded"]
-        if ready:
-            first = min(ready, key=lambda v: v.succeeded_at_seq or 0)
-            yield MergeSubtask(subtask_id=first.id)
-        return
-    for subtask_id in merge_order(state.plan):
-        view = state.subtask(subtask_id)
-        if view.state == "succeeded":
-            yield MergeSubtask(subtask_id=subtask_id)
+        ready = [state.subtask(sid) for sid in agenda.members[Group.SUCCEEDED]]
+        ready.sort(key=lambda v: v.succeeded_at_seq or 0)
+        queue = [view.id for view in ready[:batch]]
+    else:
+        queue = list(_plan_order_queue(state, agenda, batch))
+    if queue:
+        yield MergeSubtask(subtask_id=queue[0], then=tuple(queue[1:]))
+
+
+def _plan_order_queue(state: ExecutionState, agenda: Agenda, batch: int) -> Iterator[str]:
+    """From the merge queue's head: the accepted subtasks, past those that ended without
+    one, up to the first still to finish (an earlier subtask holds the queue)."""
+    for sid in agenda.merge_sequence[agenda.merge_head :]:
+        if batch <= 0:
             return
-        if view.state not in TERMINAL:
-            return  # an earlier subtask is still to finish: wait for it
+        view = state.subtask(sid)
+        if view.state == "succeeded":
+            batch -= 1
+            yield sid
+        elif view.state not in TERMINAL:
+            return
 
 
-def _releases(state: ExecutionState) -> Iterator[ReleaseWorkspace]:
-    for view in state.subtasks.values():
-        if view.state == "merged" and view.worktree is not None:
-            yield ReleaseWorkspace(subtask_id=view.id)
-
-
-def _all_done(state: ExecutionState) -> bool:
-    return all(_settled(v) for v in state.subtasks.values())
-
-
-def _settled(view: SubtaskView) -> bool:
-    return view.state in TERMINAL and not (view.state == "merged" and view.worktree is not None)
+def _releases(agenda: Agenda) -> Iterator[ReleaseWorkspace]:
+    for sid in agenda.group(Group.TO_RELEASE):
+        yield ReleaseWorkspace(subtask_id=sid)

@@ -6,6 +6,7 @@ sees only these frozen models, so what ran is exactly what the log recorded.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -118,11 +119,12 @@ class ResolvedPlan(Frozen):
 
     def port_of(self, subtask_id: str) -> int:
         """The first of the ports this subtask's worktree may use (KAIRO_PORT)."""
-        index = [s.id for s in self.subtasks].index(subtask_id)
-        return self.worktree.port_base + self.worktree.ports * index
+        return self.worktree.port_base + self.worktree.ports * self._index[subtask_id]
 
     def subtask(self, subtask_id: str) -> ResolvedSubtask:
-        for subtask in self.subtasks:
-            if subtask.id == subtask_id:
-                return subtask
-        raise KeyError(subtask_id)
+        return self.subtasks[self._index[subtask_id]]
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        """Each subtask's place in `subtasks`: a plan may hold a thousand."""
+        return {subtask.id: i for i, subtask in enumerate(self.subtasks)}

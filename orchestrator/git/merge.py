@@ -39,6 +39,8 @@ from orchestrator.git.refs import (
 )
 from orchestrator.git.repo import Identity, first_line, git
 
+#: How far below the tip a merge of ours is looked for: more than a merge step makes.
+MERGES_LOOKED_BACK = 32
 _KIND = re.compile(r"^CONFLICT \(([^)]+)\)")
 _PAREN = re.compile(r"\(([^)]+)\)")
 
@@ -210,6 +212,10 @@ async def merge_branch(
         parents = await parents_of(repo_root, previous)
         if len(parents) == 2 and parents[1] == source_oid and made_on in (None, parents[0]):
             return Merged(previous, parents[0], tree, already_merged=True)  # this very merge
+        if made_on is not None and made_on != previous:
+            found = await _merge_made_on(repo_root, previous, made_on, source_oid)
+            if found is not None:
+                return found
         if await is_ancestor(repo_root, source, previous):
             return Merged(previous, previous, tree, already_merged=True)
 
@@ -231,6 +237,23 @@ async def merge_branch(
     await update_ref(repo_root, target_ref, merge_commit, previous)
     _TREES.remember(merge_commit, tree)
     return Merged(merge_commit, previous, tree)
+
+
+async def _merge_made_on(repo_root: Path, tip: str, made_on: str, source_oid: str) -> Merged | None:
+    """The merge of the source onto `made_on`, among the merges of ours between `made_on`
+    and `tip` (a merge step's later merges, written by a process that died before it
+    recorded any): followed down the first parents, as far as a merge step goes."""
+    commit = tip
+    for _ in range(MERGES_LOOKED_BACK):
+        parents = await parents_of(repo_root, commit)
+        if len(parents) != 2:
+            return None
+        if parents[0] == made_on:
+            if parents[1] != source_oid:
+                return None
+            return Merged(commit, made_on, await tree_of(repo_root, commit), already_merged=True)
+        commit = parents[0]
+    return None
 
 
 class _CommitTrees:

@@ -33,7 +33,7 @@ from orchestrator.runtime.attempts import (
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
-from orchestrator.runtime.integration import merge_subtask, verify_integration
+from orchestrator.runtime.integration import merge_subtasks, verify_integration
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.recovery import interrupt, recorded_group
 from orchestrator.runtime.review import run_review_step
@@ -65,7 +65,7 @@ async def execute(
         case cmd.RunVerify():
             return await _run_verify(edges, state, command)
         case cmd.MergeSubtask():
-            return await merge_subtask(edges, state, command)
+            return await merge_subtasks(edges, state, command)
         case cmd.VerifyIntegration():
             return await verify_integration(edges, state, command)
         case cmd.ReleaseWorkspace():

@@ -1,6 +1,6 @@
 """A finished subtask's branch merged into the integration branch, and the merge checked.
 
-`merge_subtask` writes the merge without a checkout (git/merge.py) and names, for each
+`merge_subtasks` writes the merges without a checkout (git/merge.py) and names, for each
 conflict, the merged subtasks that touched the path. `verify_integration` runs the plan's
 `integration_verify` on the merge in a detached checkout of its own, and moves the branch
 back (compare-and-swap) before it records a failure.
@@ -8,10 +8,16 @@ back (compare-and-swap) before it records a failure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import trio
+
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
+from orchestrator.git.history import DiffStat
 from orchestrator.git.merge import Conflicted
 from orchestrator.git.refs import branch_ref
 from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
@@ -20,15 +26,60 @@ from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 CANNOT_RUN = 126  # the shell's word for a command that could not be started
 
 
-async def merge_subtask(
+async def merge_subtasks(
     edges: Edges, state: ExecutionState, command: cmd.MergeSubtask
 ) -> list[ev.ExecutionEvent]:
-    sid = command.subtask_id
+    """Each subtask of the step merged in turn, each its own merge commit, up to the first
+    that conflicts or fails; the ones after it stay accepted, for the next step. What was
+    merged before a failure is recorded with it: the ref holds it already."""
+    stats: dict[str, DiffStat | KairoError] = {}
+
+    async def diffstat(sid: str) -> None:
+        view = state.subtask(sid)
+        assert view.head_commit is not None and view.start_commit is not None
+        try:
+            stats[sid] = await edges.repository.diffstat(view.start_commit, view.head_commit)
+        except KairoError as error:
+            stats[sid] = error
+
+    # Read before any merge is written, side by side: a failure here leaves the
+    # integration branch as it was.
+    async with trio.open_nursery() as nursery:
+        for sid in command.subtask_ids:
+            nursery.start_soon(diffstat, sid)
+    events: list[ev.ExecutionEvent] = []
+    head = state.integration_head
+    merged_now: list[ev.SubtaskMerged] = []
+    for sid in command.subtask_ids:
+        stat = stats[sid]
+        try:
+            if isinstance(stat, KairoError):
+                raise stat
+            event = await _merge_one(edges, state, sid, stat, head, merged_now)
+        except KairoError as error:
+            if not events:
+                raise  # the step's own failure: its first subtask's, as for one alone
+            reason = Reason(code=ReasonCode.MERGE_FAILED, detail=error.message)
+            return [*events, ev.SubtaskFailed(subtask_id=sid, reason=reason)]
+        events.append(event)
+        if not isinstance(event, ev.SubtaskMerged):
+            break
+        head = event.merge_commit
+        merged_now.append(event)
+    return events
+
+
+async def _merge_one(
+    edges: Edges,
+    state: ExecutionState,
+    sid: str,
+    stat: DiffStat,
+    made_on: str | None,
+    merged_now: Sequence[ev.SubtaskMerged],
+) -> ev.SubtaskMerged | ev.SubtaskConflicted:
     view = state.subtask(sid)
-    assert view.head_commit is not None and view.start_commit is not None
+    assert view.head_commit is not None
     spec = state.spec(sid)
-    # Read before the merge is written: a failure here leaves the integration branch as it was.
-    stat = await edges.repository.diffstat(view.start_commit, view.head_commit)
     outcome = await edges.repository.merge(
         target_ref=branch_ref(state.created.integration_branch),
         source_commit=view.head_commit,
@@ -36,36 +87,32 @@ async def merge_subtask(
             f"kairo: merge {sid}{'' if spec.title == sid else ': ' + spec.title}\n\n"
             f"Kairo-Execution: {state.execution_id}\nKairo-Subtask: {sid}\n"
         ),
-        made_on=state.integration_head,  # a merge of ours is made on the head the log has
+        made_on=made_on,  # a merge of ours is made on the head the log has
     )
     if isinstance(outcome, Conflicted):
-        return [
-            ev.SubtaskConflicted(
-                subtask_id=sid,
-                head_commit=view.head_commit,
-                conflicts=tuple(
-                    ev.Conflict(
-                        path=c.path,
-                        kind=c.kind,
-                        message=c.message,
-                        **{"with": _touched_by_merged(state, c.path)},
-                    )
-                    for c in outcome.conflicts
-                ),
-            )
-        ]
-    return [
-        ev.SubtaskMerged(
+        return ev.SubtaskConflicted(
             subtask_id=sid,
-            merge_commit=outcome.merge_commit,
-            previous_commit=outcome.previous_commit,
             head_commit=view.head_commit,
-            changed_paths=stat.paths,
-            diffstat=stat.text,
-            insertions=stat.insertions,
-            deletions=stat.deletions,
+            conflicts=tuple(
+                ev.Conflict(
+                    path=c.path,
+                    kind=c.kind,
+                    message=c.message,
+                    **{"with": _touched_by_merged(state, merged_now, c.path)},
+                )
+                for c in outcome.conflicts
+            ),
         )
-    ]
+    return ev.SubtaskMerged(
+        subtask_id=sid,
+        merge_commit=outcome.merge_commit,
+        previous_commit=outcome.previous_commit,
+        head_commit=view.head_commit,
+        changed_paths=stat.paths,
+        diffstat=stat.text,
+        insertions=stat.insertions,
+        deletions=stat.deletions,
+    )
 
 
 async def verify_integration(
@@ -129,11 +176,14 @@ async def verify_integration(
     ]
 
 
-def _touched_by_merged(state: ExecutionState, path: str) -> tuple[str, ...]:
-    """The already merged subtasks whose own changes include `path`, in merge order."""
-    touched = []
-    for merged_id in state.merged:
-        merge = state.subtask(merged_id).merge
-        if merge is not None and path in merge.changed_paths:
-            touched.append(merged_id)
-    return tuple(touched)
+def _touched_by_merged(
+    state: ExecutionState, merged_now: Sequence[ev.SubtaskMerged], path: str
+) -> tuple[str, ...]:
+    """The already merged subtasks whose own changes include `path`, in merge order:
+    those of the log, then those merged earlier in this step."""
+    merges = [state.subtask(merged_id).merge for merged_id in state.merged]
+    return tuple(
+        merge.subtask_id
+        for merge in (*merges, *merged_now)
+        if merge is not None and path in merge.changed_paths
+    )

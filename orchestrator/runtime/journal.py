@@ -4,6 +4,10 @@ Appends are serialized (the log has one writer) and run in a worker thread (the 
 blocking). The state is folded forward from each durable append, never changed otherwise.
 Events are folded before they are appended, too: one that would move a subtask in a way
 the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten.
+
+A checkpoint serializes the whole state, so one is saved at a safe point only once as many
+events as the plan has subtasks went by since the last: what checkpoints cost per event
+stays the same for any plan, and recovery refolds at most that many events.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import trio
 
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
+from orchestrator.core.agenda import Agenda
 from orchestrator.core.ids import short_id
 from orchestrator.core.lifecycle import IllegalMove
 from orchestrator.core.state import ExecutionState, apply
@@ -43,6 +48,8 @@ LEASE_RETRY_SECONDS = 1.0
 #: An append the store failed is made again after this, then twice as long each time.
 STORE_RETRY_FIRST_S = 0.1
 STORE_RETRY_MAX_S = 2.0
+#: Events between two checkpoints at least, however small the plan.
+CHECKPOINT_MIN_EVENTS = 8
 
 
 class Journal:
@@ -65,6 +72,8 @@ class Journal:
         self.owner = owner
         self.version = version
         self.state = state
+        self._agenda: Agenda | None = None
+        self._checkpoint_seq = state.seq
         self.changed = trio.Event()
         #: When the lease this supervisor last wrote runs out (time.monotonic()), counted
         #: from before the write: `claimed_at`, when its owner claimed the execution.
@@ -74,6 +83,13 @@ class Journal:
     @property
     def execution_id(self) -> str:
         return self.state.execution_id
+
+    @property
+    def agenda(self) -> Agenda:
+        """The state's agenda, for `decide`: sorted once, then advanced with every append."""
+        if self._agenda is None:
+            self._agenda = Agenda.of(self.state)
+        return self._agenda
 
     async def append(self, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
         if not events:
@@ -92,8 +108,11 @@ class Journal:
                 log.info("event", event_type=event.type, seq=seq, **_subtask_of(event))
                 self._count_for_fault_injection()
             state = self.state = ahead
-            if any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
+            if self._agenda is not None:
+                self._agenda.advance(events, state)
+            if self._checkpoint_due(events):
                 last = stored[-1]
+                self._checkpoint_seq = last.seq
                 snapshot = checkpoints.snapshot(state, last.seq, last.event_hash)
                 try:
                     await trio.to_thread.run_sync(
@@ -106,6 +125,12 @@ class Journal:
                     log.warning("checkpoint_not_saved", error=problem.message)
         self._wake()
         return state
+
+    def _checkpoint_due(self, events: Sequence[ev.ExecutionEvent]) -> bool:
+        if not any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
+            return False
+        spacing = max(CHECKPOINT_MIN_EVENTS, len(self.state.subtasks))
+        return self.state.seq - self._checkpoint_seq >= spacing
 
     def _folded_ahead(self, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
         """The state the events make, folded at the seqs they will have; refused (before

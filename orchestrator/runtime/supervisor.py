@@ -9,10 +9,11 @@ log then says where.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
-from os import getpid
+from contextlib import asynccontextmanager
 
 import structlog
 import trio
@@ -69,7 +70,7 @@ async def supervise(
     # From the first moment: a stop signal that comes during recovery waits in the queue.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         started = ev.SupervisorStarted(
-            pid=getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
+            pid=os.getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
         )
         constraints = load_constraints()
         await journal.append([started])
@@ -103,6 +104,7 @@ async def _loop(
     constraints: Sequence[ResourceConstraint],
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
+    busy = _BusySteps()
     live_view = LiveViewGate(edges.panes, journal.execution_id)
     watching = watches_tokens(journal.state.plan)
     async with trio.open_nursery() as nursery:
@@ -112,7 +114,7 @@ async def _loop(
             if journal.state.stop == "now":
                 edges.stop_now.set()
             live = await trio.to_thread.run_sync(live_tokens, journal.state) if watching else {}
-            decision = decide(journal.state, time.time(), constraints, live)
+            decision = decide(journal.state, time.time(), constraints, live, journal.agenda)
             if decision.events:
                 await journal.append(decision.events)
                 for subtask_id in {getattr(e, "subtask_id", "") for e in decision.events}:
@@ -124,7 +126,7 @@ async def _loop(
             for command in decision.commands:
                 if command.key not in in_flight:
                     in_flight.add(command.key)
-                    nursery.start_soon(_carry_out, journal, edges, command, in_flight)
+                    nursery.start_soon(_carry_out, journal, edges, command, in_flight, busy)
             live_view.look(in_flight, nursery)
             # A tick as well as every append: limits on the wall clock need looking at.
             with trio.move_on_after(TICK_SECONDS):
@@ -161,17 +163,40 @@ class LiveViewGate:
             log.debug("live_view_signal_failed", error=error.message)
 
 
+class _BusySteps:
+    """Steps of git work that follow an agent's end (its commit, its worktree's release),
+    as many at a time as there are cores: when many agents end together, more of them
+    at once would finish no sooner, and would starve the one merge step of the CPU that
+    keeps the merge queue short. Other steps wait on agents, checks or the user's setup,
+    or gain from company (panes opened together), and go at once."""
+
+    BOUNDED = (cmd.CommitAttempt, cmd.ReleaseWorkspace)
+
+    def __init__(self) -> None:
+        self._limiter = trio.CapacityLimiter(os.cpu_count() or 1)
+
+    @asynccontextmanager
+    async def turn(self, command: cmd.Command) -> AsyncIterator[None]:
+        if not isinstance(command, self.BOUNDED):
+            yield
+            return
+        async with self._limiter:
+            yield
+
+
 async def _carry_out(
     journal: Journal,
     edges: Edges,
     command: cmd.Command,
     in_flight: set[tuple[str, str, int]],
+    busy: _BusySteps,
 ) -> None:
     with structlog.contextvars.bound_contextvars(
         subtask_id=command.subtask_id or None, attempt=command.attempt or None
     ):
         try:
-            events = await execute(edges, journal.state, command)
+            async with busy.turn(command):
+                events = await execute(edges, journal.state, command)
         except KairoError as error:
             if not command.subtask_id:
                 raise

@@ -137,30 +137,33 @@ class World:
                     )
                 ]
             case cmd.MergeSubtask():
-                if sid in self.conflicts:
-                    return [
-                        ev.SubtaskConflicted(
-                            subtask_id=sid,
-                            head_commit="h",
-                            conflicts=(
-                                ev.Conflict(path="a.py", kind="content", **{"with": ("x",)}),
-                            ),
-                        )
-                    ]
-                self.merges += 1
-                return [
-                    ev.SubtaskMerged(
-                        subtask_id=sid,
-                        merge_commit=f"merge-{self.merges}-{sid}",
-                        previous_commit="p",
-                        head_commit="h",
-                        changed_paths=("a.py",),
-                        diffstat="",
-                    )
-                ]
+                return self._merge_all(command.subtask_ids)
             case cmd.ReleaseWorkspace():
                 return [ev.WorkspaceReleased(subtask_id=sid)]
         raise AssertionError(command)
+
+    def _merge_all(self, subtask_ids: Sequence[str]) -> list[ev.ExecutionEvent]:
+        """A merge step: each subtask in turn, up to the first that conflicts."""
+        events: list[ev.ExecutionEvent] = []
+        for sid in subtask_ids:
+            if sid in self.conflicts:
+                conflict = ev.Conflict(path="a.py", kind="content", **{"with": ("x",)})
+                return [
+                    *events,
+                    ev.SubtaskConflicted(subtask_id=sid, head_commit="h", conflicts=(conflict,)),
+                ]
+            self.merges += 1
+            events.append(
+                ev.SubtaskMerged(
+                    subtask_id=sid,
+                    merge_commit=f"merge-{self.merges}-{sid}",
+                    previous_commit="p",
+                    head_commit="h",
+                    changed_paths=("a.py",),
+                    diffstat="",
+                )
+            )
+        return events
 
 
 def run(state: ExecutionState, world: World, *, limit: int = 500) -> ExecutionState:
