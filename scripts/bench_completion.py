@@ -19,8 +19,9 @@ expects (outcome, reason, attempts; a budget overrun of at most a tenth; a hang 
 within 10 s of its timeout, nothing left running), else 1. `--quick` runs a subset.
 
 Everything runs in a lab directory made in $TMPDIR (or `--workdir`): its repositories,
-the agents' empty HOMEs, a tmux server of its own (`tmux -L kairo-completion-...`); the
-tmux servers are ended at the end, and the lab removed unless `--keep`.
+the agents' empty HOMEs; each side has a tmux server of its own (`tmux -L
+kairo-completion-...`, its socket in /tmp), ended at the end; the lab is removed unless
+`--keep`.
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ def kairo_in(lab: Path, side: str) -> Kairo:
     """`kairo-orch` in a new repository of the lab, with a tmux server and a HOME of its own."""
     home = lab / f"home-{side}"
     home.mkdir()
-    tmux_dir = lab / f"tmux-{side}"
-    tmux_dir.mkdir()
+    # A socket's path must be short (a sockaddr holds ~100 bytes): in /tmp, as the tests'.
+    tmux_dir = tempfile.mkdtemp(prefix="kairo-tmux-", dir="/tmp")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
     socket = f"kairo-completion-{side}-{uuid.uuid4().hex[:8]}"
-    env.update({"KAIRO_TMUX_SOCKET": socket, "TMUX_TMPDIR": str(tmux_dir), "HOME": str(home)})
+    env.update({"KAIRO_TMUX_SOCKET": socket, "TMUX_TMPDIR": tmux_dir, "HOME": str(home)})
     return Kairo(repo=lab_repo(lab / side / "project"), env=env, socket=socket)
 
 
@@ -85,6 +86,7 @@ def run_sides(lab: Path, quick: bool) -> list[Run]:
     finally:
         for kairo in kairos.values():
             kairo.tmux("kill-server")
+            shutil.rmtree(kairo.env["TMUX_TMPDIR"], ignore_errors=True)
     if failures:
         raise failures[0]
     return results[False] + results[True]

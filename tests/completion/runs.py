@@ -10,6 +10,8 @@ is what a plain worktree launcher gives: one attempt, an empty one accepted, no 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +28,7 @@ CODEX_MODEL = "gpt-5.5"
 KEY_ENV = "SCRIPTED_KEY"
 #: How long the whole execution may take before the bench gives up on it.
 EXECUTION_TIMEOUT_S = 540
+SUPERVISOR_DIED = 6  # `--wait`'s exit status (cli.md)
 #: Events after which a subtask has ended (merged, or failed by a gate or a limit).
 ENDINGS = ("subtask_merged", "subtask_failed", "subtask_conflicted", "attempt_judged")
 
@@ -122,8 +125,11 @@ def run_all(kairo: Kairo, scenarios: list[Scenario], *, baseline: bool) -> list[
     with serve(*(s.model_script() for s in scenarios)) as server:
         kairo.env.update({**server.claude_env(), KEY_ENV: "sk-scripted"})
         plan = kairo.write_plan(plan_text(scenarios, baseline=baseline, server_url=server.url))
+        began = time.monotonic()
         done = kairo.run("start", str(plan), "--wait", timeout=EXECUTION_TIMEOUT_S)
-        if done.returncode not in (0, 1):
+        if done.returncode == SUPERVISOR_DIED:
+            _wait_for_end(kairo, done.stderr, began + EXECUTION_TIMEOUT_S)
+        elif done.returncode not in (0, 1):
             raise RuntimeError(f"`kairo-orch start` exited {done.returncode}: {done.stderr}")
         status = kairo.json("status")
         left = _left_running(status)
@@ -159,6 +165,21 @@ def run_all(kairo: Kairo, scenarios: list[Scenario], *, baseline: bool) -> list[
             )
         )
     return runs
+
+
+def _wait_for_end(kairo: Kairo, said: str, deadline: float) -> None:
+    """`start --wait` said the supervisor died: seen once on a loaded machine while it ran
+    on, so the bench says so and waits for the execution's end (or for no supervisor)."""
+    print(f"bench-completion: `start --wait` exited 6 ({said.strip()})", file=sys.stderr)
+    while time.monotonic() < deadline:
+        status = kairo.json("status")["status"]
+        if status in ("COMPLETED", "FAILED", "STOPPED"):
+            print(f"bench-completion: ... and the execution ended {status}", file=sys.stderr)
+            return
+        if status == "PAUSED":
+            raise RuntimeError(f"the supervisor died: {said}")
+        time.sleep(0.5)
+    raise RuntimeError(f"the execution did not end in {EXECUTION_TIMEOUT_S} s")
 
 
 def _reason(events: list[dict[str, Any]], merged: bool) -> str:
