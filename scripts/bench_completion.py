@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python scripts/bench_completion.py` from a checkout
 
-from tests.completion.runs import Run, lab_repo, run_all  # noqa: E402
+from tests.completion.runs import Run, run_all  # noqa: E402
 from tests.completion.scenarios import chosen  # noqa: E402
-from tests.e2e.conftest import Kairo  # noqa: E402
+from tests.e2e.conftest import Kairo, new_repository  # noqa: E402
 from tests.real_agents import CLAUDE, CODEX, missing_reason  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def kairo_in(lab: Path, side: str) -> Kairo:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
     socket = f"kairo-completion-{side}-{uuid.uuid4().hex[:8]}"
     env.update({"KAIRO_TMUX_SOCKET": socket, "TMUX_TMPDIR": tmux_dir, "HOME": str(home)})
-    return Kairo(repo=lab_repo(lab / side / "project"), env=env, socket=socket)
+    return Kairo(repo=new_repository(lab / side / "project"), env=env, socket=socket)
 
 
 def run_sides(lab: Path, quick: bool) -> list[Run]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.completion.project import SUITE, correct, make_project
 from tests.completion.scenarios import Expected, Scenario
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo
 from tests.model_server import serve
 from tests.real_agents import CLAUDE, CODEX
 
@@ -215,14 +215,3 @@ def _left_running(status: dict[str, Any]) -> dict[str, int]:
             if cwd == worktree or cwd.startswith(worktree + "/"):
                 left[sid] = left.get(sid, 0) + 1
     return left
-
-
-def lab_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Bench")
-    git(root, "config", "user.email", "bench@example.com")
-    (root / "README.md").write_text("completion bench\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "initial")
-    return root
