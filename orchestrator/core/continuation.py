@@ -319,8 +319,8 @@ def verify_gate(
         feedback=(
             f"The check `{spec.verify}` failed (exit status {attempt.verify_exit_code}) in the "
             f"worktree after attempt {attempt.number}. The end of its output:\n"
-            f"{_tail(attempt.verify_output_tail)}{_refused(attempt)}"
-            f"{unchanged_failure_note(attempt, previous)}"
+            f"{_tail(attempt.verify_output_tail)}{_refused(attempt)}".rstrip("\n")
+            + unchanged_failure_note(attempt, previous)
         ),
     )
 
@@ -338,7 +338,7 @@ def continue_after(
         decision = strategy(spec, attempt, previous)
         if decision is not None and decision.kind == "nudge":
             # every attempt sent back is told what of the task is still untouched
-            feedback = decision.feedback + untouched_note(spec, attempt)
+            feedback = decision.feedback.rstrip("\n") + untouched_note(spec, attempt)
             return ContinuationDecision("nudge", decision.reason, feedback)
         if decision is not None:
             return decision

@@ -144,7 +144,7 @@ def untouched_note(spec: ResolvedSubtask, attempt: AttemptView) -> str:
         return ""
     return (
         "\n\nOf the files the task names, these are not changed: "
-        f"{listed(left)}. If the task needs them changed, that is still to do.\n"
+        f"{listed(left)}. If the task needs them changed, that is still to do."
     )
 
 
@@ -184,5 +184,5 @@ def unchanged_failure_note(attempt: AttemptView, previous: AttemptView | None) -
     )
     return (
         f"\n\nAttempt {attempt.number} {what}, yet the check fails exactly as it did after "
-        f"attempt {previous.number}: what changed is not what the check fails on.{named}\n"
+        f"attempt {previous.number}: what changed is not what the check fails on.{named}"
     )

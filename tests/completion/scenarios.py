@@ -160,6 +160,19 @@ def spirals(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
     return first + m.rules(second, since=_attempt(2)) + m.rules(third, since=_attempt(3)), None
 
 
+def fixes_the_wrong_file(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+    """Breaks the test's import, then changes something else (the check fails as before),
+    then fixes the test once told that the failure names a file it did not change."""
+    first = m.rules([m.read_all(slot), m.rename_def(slot), m.done(slot)])
+    documented = f'"""Prices."""\n\n\ndef {slot.new}(n):'
+    elsewhere = [Reply(tools=(edit(slot.module, f"def {slot.new}(n):", documented),)), m.done(slot)]
+    told = f"did not change: {slot.test}"
+    fix = [m.rename_in(slot, slot.test), m.run_suite(), m.done(slot)]
+    return first + m.rules(elsewhere, since=_attempt(2)) + m.rules(
+        fix, since=_attempt(3), first_says=told
+    ), None
+
+
 def repeats_its_edit(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
     once = [m.read_all(slot), m.rename_def(slot), m.done(slot)]
     again = [m.rename_def(slot), m.done(slot)]  # the old text is gone: the edit fails
@@ -236,6 +249,10 @@ def _scenarios() -> list[Scenario]:
           gates=Expected("merged", "verify_failed", 2, True), baseline=wrong_but_merged()),
         s("death-spiral", 13, behaviour="every fix breaks something else", script=spirals,
           quick=True, gates=failed("failed", "max_attempts", 3, False),
+          baseline=wrong_but_merged()),
+        s("wrong-file", 20, behaviour="fixes the wrong file, then the one it is told of",
+          script=fixes_the_wrong_file, quick=True,
+          gates=Expected("merged", "verify_failed+verify_failed", 3, True),
           baseline=wrong_but_merged()),
         s("repeats-edit", 14, behaviour="repeats the same edit", script=repeats_its_edit,
           quick=True, gates=failed("failed", "no_progress", 2, False),
