@@ -19,6 +19,8 @@ from tests.completion.project import Slot
 from tests.model_server import Reply, Rule, Script, Usage, bash, edit, read
 
 Program = Literal["claude", "codex"]
+#: What a behaviour makes the model do on a slot: its rules, and the reply when none applies.
+Played = tuple[tuple[Rule, ...], Reply | None]
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Scenario:
     name: str  # the subtask's id; no scenario's name starts another's (scripts match by it)
     behaviour: str  # what the agent does, in a few words
     slot: Slot
-    script: Callable[[Slot], tuple[tuple[Rule, ...], Reply | None]]  # rules, default reply
+    script: Callable[[Slot], Played]
     gates: Expected  # with the plan's gates: verify, no_changes, no_progress, 3 attempts
     baseline: Expected  # max_attempts 1, allow_empty, no verify
     program: Program = "claude"
@@ -65,22 +67,22 @@ def _attempt(n: int) -> str:
 # --- the behaviours ------------------------------------------------------------------------
 
 
-def gives_up_then_works(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def gives_up_then_works(slot: Slot) -> Played:
     first = (Rule(Reply(text=m.NEED_CONTEXT), turn=1),)
     # back to work only when told which file the task names (untouched so far)
     return first + m.rules(m.claude_rename(slot), since=m.FEEDBACK, first_says=slot.module), None
 
 
-def gives_up_always(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def gives_up_always(slot: Slot) -> Played:
     return (), Reply(text=m.NEED_CONTEXT)
 
 
-def codex_gives_up_then_works(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def codex_gives_up_then_works(slot: Slot) -> Played:
     first = (Rule(Reply(text=m.NEED_CONTEXT), turn=1),)
     return first + m.rules(m.codex_rename(slot), since=m.FEEDBACK, first_says=slot.module), None
 
 
-def cut_once_mid_edit(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def cut_once_mid_edit(slot: Slot) -> Played:
     """The edit's reply is cut at max_tokens; Claude Code asks the model to go on by
     itself, and the edit comes whole."""
     steps = m.claude_rename(slot)
@@ -88,23 +90,23 @@ def cut_once_mid_edit(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
     return m.rules([steps[0], cut, *steps[1:]]), None
 
 
-def cut_again_and_again(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def cut_again_and_again(slot: Slot) -> Played:
     """Every reply cut until kairo-orch sends the attempt back asking for smaller edits."""
     after = m.rules(m.claude_rename(slot), since=m.FEEDBACK, first_says="Make smaller edits")
     return (*after, Rule(Reply(text="Here is my long plan", stop="max_tokens"))), None
 
 
-def reads_for_ever(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def reads_for_ever(slot: Slot) -> Played:
     usage = Usage(input_tokens=1500, output_tokens=50)
     return (), Reply(text="Let me look again.", tools=(read(slot.module),), usage=usage)
 
 
-def greps_for_ever(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def greps_for_ever(slot: Slot) -> Played:
     usage = Usage(input_tokens=1500, output_tokens=50)
     return (), Reply(tools=(bash(f"grep -rn {slot.old} shop tests"),), usage=usage)
 
 
-def breaks_a_test_then_fixes_it(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def breaks_a_test_then_fixes_it(slot: Slot) -> Played:
     first = m.rules([m.read_all(slot), m.rename_def(slot), m.done(slot)])
     # fixes the test only when shown the suite's own words
     shown = f"cannot import name '{slot.old}'"
@@ -112,47 +114,42 @@ def breaks_a_test_then_fixes_it(slot: Slot) -> tuple[tuple[Rule, ...], Reply | N
     return first + m.rules(fix, since=m.FEEDBACK, first_says=shown), None
 
 
-def codex_breaks_a_test_then_fixes_it(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def codex_breaks_a_test_then_fixes_it(slot: Slot) -> Played:
     first = m.rules([m.codex_read(slot), m.codex_rename_def(slot), m.done(slot)])
     shown = f"cannot import name '{slot.old}'"
     fix = [m.codex_rename_uses(slot), m.done(slot)]
     return first + m.rules(fix, since=m.FEEDBACK, first_says=shown), None
 
 
-def does_one_of_two_files(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
-    module_and_test = Reply(tools=(*m.rename_in(slot, slot.module).tools,
-                                   *m.rename_in(slot, slot.test).tools))  # fmt: skip
+def does_one_of_two_files(slot: Slot) -> Played:
+    test = m.rename_in(slot, slot.test).tools
+    module_and_test = Reply(tools=(*m.rename_in(slot, slot.module).tools, *test))
     first = m.rules([m.read_all(slot), module_and_test, m.done(slot)])
     # the second file, once the feedback names it as untouched
     fix = [m.rename_in(slot, slot.cart), m.run_suite(), m.done(slot)]
     return first + m.rules(fix, since=m.FEEDBACK, first_says=f"not changed: {slot.cart}"), None
 
 
-def leaves_a_todo(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def leaves_a_todo(slot: Slot) -> Played:
     renamed = slot.define(slot.new)
     todo = renamed.replace("(n):\n", "(n):\n    # TODO: check the callers\n")
-    steps = m.claude_rename(slot)
-    first = m.rules(
-        [
-            steps[0],
-            Reply(tools=(edit(slot.module, slot.define(slot.old), todo), *m.rename_in(slot, slot.test).tools)),
-            m.done(slot),
-        ]
-    )  # fmt: skip
+    test = m.rename_in(slot, slot.test).tools
+    with_todo = Reply(tools=(edit(slot.module, slot.define(slot.old), todo), *test))
+    first = m.rules([m.read_all(slot), with_todo, m.done(slot)])
     fix = [Reply(tools=(edit(slot.module, todo, renamed),)), m.run_suite(), m.done(slot)]
     return first + m.rules(fix, since=m.FEEDBACK, first_says="a TODO is left"), None
 
 
-def spirals(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def spirals(slot: Slot) -> Played:
     """Each fix breaks something else: the definition renamed alone (an import fails),
     then the test fixed and the factor broken, then the factor fixed and the name broken."""
     wrong_factor = slot.define(slot.new, slot.factor + 1)
     first = m.rules([m.read_all(slot), m.rename_def(slot), m.done(slot)])
+    test = m.rename_in(slot, slot.test).tools
     second = [
-        Reply(tools=(*m.rename_in(slot, slot.test).tools,
-                     edit(slot.module, slot.define(slot.new), wrong_factor))),
+        Reply(tools=(*test, edit(slot.module, slot.define(slot.new), wrong_factor))),
         m.done(slot),
-    ]  # fmt: skip
+    ]
     third = [
         Reply(tools=(edit(slot.module, wrong_factor, slot.define(f"{slot.new}s")),)),
         m.done(slot),
@@ -160,7 +157,7 @@ def spirals(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
     return first + m.rules(second, since=_attempt(2)) + m.rules(third, since=_attempt(3)), None
 
 
-def fixes_the_wrong_file(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def fixes_the_wrong_file(slot: Slot) -> Played:
     """Breaks the test's import, then changes something else (the check fails as before),
     then fixes the test once told that the failure names a file it did not change."""
     first = m.rules([m.read_all(slot), m.rename_def(slot), m.done(slot)])
@@ -173,36 +170,36 @@ def fixes_the_wrong_file(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
     ), None
 
 
-def repeats_its_edit(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def repeats_its_edit(slot: Slot) -> Played:
     once = [m.read_all(slot), m.rename_def(slot), m.done(slot)]
     again = [m.rename_def(slot), m.done(slot)]  # the old text is gone: the edit fails
     return m.rules(once) + m.rules(again, since=m.FEEDBACK), None
 
 
-def codex_repeats_its_edit(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def codex_repeats_its_edit(slot: Slot) -> Played:
     once = [m.codex_read(slot), m.codex_rename_def(slot), m.done(slot)]
     again = [m.codex_rename_def(slot), m.done(slot)]
     return m.rules(once) + m.rules(again, since=m.FEEDBACK), None
 
 
-def rate_limited_a_while(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def rate_limited_a_while(slot: Slot) -> Played:
     """Within the program's own retries: it waits, retries and works."""
     storm = Rule(Reply(status=429, retry_after_s=0), times=3)
     return (storm, *m.rules(m.claude_rename(slot))), None
 
 
-def overloaded_past_its_retries(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def overloaded_past_its_retries(slot: Slot) -> Played:
     """More 529s than its retries (CLAUDE_CODE_MAX_RETRIES=1): the attempt ends on the
     API's error, the next one works."""
     storm = Rule(Reply(status=529), times=3)
     return (storm, *m.rules(m.claude_rename(slot), since=m.FEEDBACK)), None
 
 
-def hangs(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def hangs(slot: Slot) -> Played:
     return (Rule(m.read_all(slot), turn=1),), Reply(hang=True)
 
 
-def codex_hangs(slot: Slot) -> tuple[tuple[Rule, ...], Reply | None]:
+def codex_hangs(slot: Slot) -> Played:
     return (), Reply(hang=True)
 
 
