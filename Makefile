@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast check format demo bench chaos clean-venv
+.PHONY: install test test-fast check format demo bench bench-completion chaos clean-venv
 
 install: $(STAMP)
 
@@ -45,6 +45,14 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m compileall -q orchestrator agents
 	$(BIN)/python scripts/bench.py
+
+# The completion gates against scripted misbehaving agents (the real Claude Code and Codex
+# against tests/model_server), beside a gates-off baseline: a table and bench-completion.json.
+# Its --quick form runs in `make test` (tests/completion/test_bench_completion.py).
+bench-completion: $(STAMP)
+	$(BIN)/python -m tests.real_agents install
+	$(BIN)/python -m compileall -q orchestrator agents
+	$(BIN)/python scripts/bench_completion.py $(ARGS)
 
 # Kills, outages, a deleted store, a full disk, tmux killed, under real runs: tests/chaos.
 # Its short form runs in `make test`.

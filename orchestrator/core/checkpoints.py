@@ -16,7 +16,8 @@ from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 
 #: 2: reasons are Reasons (code and detail), and the state holds its lifecycle anomalies.
-FORMAT = 2
+#: 3: an attempt holds the paths it and its branch changed.
+FORMAT = 3
 
 # The events after which an attempt's work is on its branch and judged, or merged.
 SAFE_POINTS = (ev.AttemptJudged, ev.AttemptInterrupted, ev.SubtaskMerged, ev.SubtaskConflicted)

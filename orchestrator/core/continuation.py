@@ -4,8 +4,11 @@ A chain of strategies, each of which may pass. The order is that of evidence: an
 cut short says nothing; an agent that says it failed is believed; an attempt that changed
 nothing cannot be "done"; two attempts that leave the same tree and the same failure are
 not converging; only then does the `verify` gate speak. Feedback always says what failed
-and where, never a bare "keep going", and every loop ends: no_changes after one nudge,
-no_progress as soon as two attempts repeat each other, max_attempts (constraints.py).
+and where, never a bare "keep going", with what else the log knows (specifics.py: the
+files the task names that are still unchanged; what an attempt that failed as the last one
+did changed), and every loop ends: no_changes after one nudge, no_progress as soon as two
+attempts repeat each other (durations and addresses in their output aside), max_attempts
+(constraints.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ from typing import Literal
 
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.core.reasons import Reason, ReasonCode, with_detail
+from orchestrator.core.specifics import (
+    failure_signature,
+    unchanged_failure_note,
+    untouched_note,
+)
 from orchestrator.core.views import AttemptView
 
 TAIL_LINES = 30
@@ -259,15 +267,20 @@ def _failure_output(attempt: AttemptView) -> tuple[int | None, str]:
     return attempt.verify_exit_code, attempt.verify_output_tail
 
 
+def _same_failure(attempt: AttemptView, previous: AttemptView) -> bool:
+    (code, output), (earlier_code, earlier) = _failure_output(attempt), _failure_output(previous)
+    return code == earlier_code and failure_signature(output) == failure_signature(earlier)
+
+
 def no_progress(
     spec: ResolvedSubtask, attempt: AttemptView, previous: AttemptView | None
 ) -> ContinuationDecision | None:
     failing = attempt.exit_code != 0 or bool(attempt.verify_exit_code)
     if previous is None or not failing or not attempt.tree or attempt.tree != previous.tree:
         return None
-    exit_code, output = _failure_output(attempt)
-    if (exit_code, output) != _failure_output(previous):
+    if not _same_failure(attempt, previous):
         return None
+    exit_code, output = _failure_output(attempt)
     what = "the agent" if attempt.exit_code else f"`{spec.verify}`"
     return ContinuationDecision(
         "escalate",
@@ -293,7 +306,7 @@ def _last_line(output: str, width: int = 160) -> str:
 
 
 def verify_gate(
-    spec: ResolvedSubtask, attempt: AttemptView, _: AttemptView | None
+    spec: ResolvedSubtask, attempt: AttemptView, previous: AttemptView | None
 ) -> ContinuationDecision | None:
     if spec.verify is None or attempt.verify_exit_code in (None, 0):
         return None
@@ -306,7 +319,8 @@ def verify_gate(
         feedback=(
             f"The check `{spec.verify}` failed (exit status {attempt.verify_exit_code}) in the "
             f"worktree after attempt {attempt.number}. The end of its output:\n"
-            f"{_tail(attempt.verify_output_tail)}{_refused(attempt)}"
+            f"{_tail(attempt.verify_output_tail)}{_refused(attempt)}".rstrip("\n")
+            + unchanged_failure_note(attempt, previous)
         ),
     )
 
@@ -322,6 +336,10 @@ def continue_after(
 ) -> ContinuationDecision:
     for strategy in chain:
         decision = strategy(spec, attempt, previous)
+        if decision is not None and decision.kind == "nudge":
+            # every attempt sent back is told what of the task is still untouched
+            feedback = decision.feedback.rstrip("\n") + untouched_note(spec, attempt)
+            return ContinuationDecision("nudge", decision.reason, feedback)
         if decision is not None:
             return decision
     return ContinuationDecision("accept")

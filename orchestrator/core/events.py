@@ -16,7 +16,8 @@ from orchestrator.core.upcasting import upcast
 
 #: The shape of every payload written now; bumped with an upcaster (upcasting.py).
 #: 2: every `reason` is a Reason (a code and a detail), no longer a sentence.
-SCHEMA_VERSION = 2
+#: 3: `attempt_committed` says which paths the attempt and its branch changed.
+SCHEMA_VERSION = 3
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 
@@ -171,6 +172,10 @@ class AttemptCommitted(_Event):
     tree: str = ""  # of head_commit: two attempts that leave the same tree made no progress
     recovery_ref: str | None = None  # a stopped attempt's work, saved instead of committed
     in_submodules: tuple[str, ...] = ()  # submodules it wrote into, which no commit records
+    # Since version 3 (None in older logs: not recorded): the paths the attempt changed,
+    # and those its subtask's branch has changed since the subtask started.
+    paths: tuple[str, ...] | None = None
+    branch_paths: tuple[str, ...] | None = None
 
 
 class AttemptJudged(_Event):

@@ -160,6 +160,8 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 tree=event.tree,
                 recovery_ref=event.recovery_ref,
                 in_submodules=event.in_submodules,
+                paths=event.paths,
+                branch_paths=event.branch_paths,
             )
             return _update(state, sid, head_commit=head)
         case ev.VerifyFinished(subtask_id=sid):

@@ -80,9 +80,19 @@ REASON_EVENTS = (
     "subtask_stopped",
 )
 
+
+def _paths_not_recorded(payload: Payload) -> Payload:
+    """Version 2 -> 3 of `attempt_committed`: which paths it changed was not recorded, and
+    is not guessed (None, not "none"): feedback says nothing of what it does not know."""
+    return {"paths": None, "branch_paths": None, **payload}
+
+
 #: (event type, the version it reads) -> that payload at the next version.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
-    {(event_type, 1): _reason_as_data for event_type in REASON_EVENTS}
+    {
+        **{(event_type, 1): _reason_as_data for event_type in REASON_EVENTS},
+        ("attempt_committed", 2): _paths_not_recorded,
+    }
 )
 
 

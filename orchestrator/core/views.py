@@ -62,6 +62,10 @@ class AttemptView:
     summary: str = ""
     head_commit: str | None = None
     changed: bool | None = None
+    # The paths it changed (from its start to its commit), and those the subtask's branch
+    # has changed since the subtask started; None where the log does not say (older logs).
+    paths: tuple[str, ...] | None = None
+    branch_paths: tuple[str, ...] | None = None
     in_submodules: tuple[str, ...] = ()  # it wrote there, and no commit records it
     verify_exit_code: int | None = None
     verify_output_tail: str = ""

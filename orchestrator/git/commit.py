@@ -44,6 +44,8 @@ class CommitOutcome:
     files_changed: int
     #: Submodules (their paths) the agent wrote files into, which no commit here records.
     in_submodules: tuple[str, ...] = ()
+    #: The paths that differ between `start_commit` and `head_commit`.
+    paths: tuple[str, ...] = ()
 
 
 def commit_message(message: str, trailers: Mapping[str, str]) -> str:
@@ -95,9 +97,11 @@ async def commit_all(
         )
     head = await rev_parse(worktree, "HEAD")
     start = await rev_parse(worktree, start_commit)
-    files = 0 if head == start else (await diffstat(worktree, start, head)).files
+    stat = None if head == start else await diffstat(worktree, start, head)
     written = await trio.to_thread.run_sync(written_submodules, worktree)
-    return CommitOutcome(head, head != start, files, written)
+    if stat is None:
+        return CommitOutcome(head, False, 0, written)
+    return CommitOutcome(head, True, stat.files, written, stat.paths)
 
 
 def written_submodules(worktree: Path) -> tuple[str, ...]:

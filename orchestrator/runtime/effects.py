@@ -312,6 +312,13 @@ async def _commit_attempt(
         expected_branch=view.branch,
         leave_out=view.copied,
     )
+    # What the branch changed since the subtask started, for feedback on the files the task
+    # names: the first attempt's own change, or one git process for a later attempt's.
+    branch_paths = outcome.paths
+    if attempt.start_commit != view.start_commit and view.start_commit is not None:
+        branch_paths = (
+            await edges.repository.diffstat(view.start_commit, outcome.head_commit)
+        ).paths
     return [
         ev.AttemptCommitted(
             subtask_id=sid,
@@ -321,6 +328,8 @@ async def _commit_attempt(
             files_changed=outcome.files_changed,
             tree=await edges.repository.tree_of(outcome.head_commit),
             in_submodules=outcome.in_submodules,
+            paths=outcome.paths,
+            branch_paths=branch_paths,
         )
     ]
 

@@ -99,8 +99,12 @@ def snapshot_checkout(repo: Path) -> dict[str, str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
+    return new_repository(tmp_path / "project")
+
+
+def new_repository(root: Path) -> Path:
+    """A git repository at `root` (made here) with one commit on `main`."""
+    root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.name", "Test User")
     git(root, "config", "user.email", "test@example.com")

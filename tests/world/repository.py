@@ -184,8 +184,10 @@ class MemoryRepository:
             trailer_lines = "".join(f"\n{k}: {v}" for k, v in trailers.items())
             head = self.commit(tree, (head,), message + "\n" + trailer_lines)
             self.refs[branch_ref(str(checkout.branch))] = head
-        files = 0 if head == start_commit else (await self.diffstat(start_commit, head)).files
-        return CommitOutcome(head, head != start_commit, files)
+        if head == start_commit:
+            return CommitOutcome(head, False, 0)
+        stat = await self.diffstat(start_commit, head)
+        return CommitOutcome(head, True, stat.files, paths=stat.paths)
 
     async def save_worktree_state(
         self,

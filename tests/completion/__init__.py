@@ -1,0 +1,1 @@
+"""Completion under unreliable agents: the scenarios and runs of `make bench-completion`."""
