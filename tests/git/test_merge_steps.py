@@ -23,8 +23,7 @@ def accepted(repo: Path, files: dict[str, str]) -> ExecutionState:
         {
             "name": "p",
             "subtasks": [
-                {"id": sid, "title": sid, "prompt": "", "agent": {"kind": "shell"}}
-                for sid in files
+                {"id": sid, "title": sid, "prompt": "", "agent": {"kind": "shell"}} for sid in files
             ],
         }
     )
