@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast check format demo bench bench-completion chaos clean-venv
+.PHONY: install test test-fast check format demo bench bench-completion bench-scale chaos clean-venv
 
 install: $(STAMP)
 
@@ -53,6 +53,12 @@ bench-completion: $(STAMP)
 	$(BIN)/python -m tests.real_agents install
 	$(BIN)/python -m compileall -q orchestrator agents
 	$(BIN)/python scripts/bench_completion.py $(ARGS)
+
+# A 1,024-subtask plan beside a 64-subtask one: does the supervisor's cost per subtask stay
+# the same? One run each (it is long): bench-scale.json. scripts/bench_scale.py says more.
+bench-scale: $(STAMP)
+	$(BIN)/python -m compileall -q orchestrator agents
+	$(BIN)/python scripts/bench_scale.py $(ARGS)
 
 # Kills, outages, a deleted store, a full disk, tmux killed, under real runs: tests/chaos.
 # Its short form runs in `make test`.

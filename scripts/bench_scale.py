@@ -64,6 +64,7 @@ class Run:
     children_cpu_s: float  # the git and tmux clients it waited for
     rss_mb: float
     backlog_max: int
+    mergeable_backlog_max: int
 
     @property
     def wall_per_subtask_ms(self) -> float:
@@ -116,18 +117,31 @@ def events(repo: Path) -> list[tuple[int, str, dict[str, Any]]]:
     return [(seq, kind, json.loads(payload)) for seq, kind, payload in rows]
 
 
-def backlog_max(log: list[tuple[int, str, dict[str, Any]]]) -> int:
-    """The most subtasks at once that were accepted and not yet merged (or given up)."""
+def backlogs(log: list[tuple[int, str, dict[str, Any]]]) -> tuple[int, int]:
+    """The most subtasks at once that were accepted and not yet merged (or given up), and
+    the most of those at once that the merge queue could have taken: the accepted ones
+    right behind its head, not those waiting for an earlier subtask to finish (a plan
+    without dependencies merged in plan order)."""
+    order = [subtask["id"] for subtask in log[0][2]["plan"]["subtasks"]]
     waiting: set[str] = set()
-    most = 0
+    done: set[str] = set()
+    head = 0
+    most = most_mergeable = 0
     for _, kind, payload in log:
         sid = payload.get("subtask_id")
         if kind == "attempt_judged" and payload.get("accepted"):
             waiting.add(sid)
-        elif kind in ("subtask_merged", "subtask_conflicted", "subtask_failed"):
+        elif kind in ("subtask_merged", "subtask_conflicted", "subtask_failed", "subtask_skipped"):
             waiting.discard(sid)
+            done.add(sid)
+        while head < len(order) and order[head] in done:
+            head += 1
+        mergeable = 0
+        while head + mergeable < len(order) and order[head + mergeable] in waiting:
+            mergeable += 1
         most = max(most, len(waiting))
-    return most
+        most_mergeable = max(most_mergeable, mergeable)
+    return most, most_mergeable
 
 
 def merged_count(repo: Path) -> int:
@@ -162,6 +176,7 @@ def one_run(lab: bench.Lab, n: int) -> tuple[Run, Path]:
     merged = sum(s["state"] == "merged" for s in outcome["subtasks"])
     if outcome["status"] != "COMPLETED":
         bench.warn(f"the {n}-subtask run ended {outcome['status']} ({merged} merged)")
+    backlog, mergeable = backlogs(events(repo))
     run = Run(
         subtasks=n,
         status=outcome["status"],
@@ -170,7 +185,8 @@ def one_run(lab: bench.Lab, n: int) -> tuple[Run, Path]:
         cpu_s=sampler.cpu_s,
         children_cpu_s=sampler.children_cpu_s,
         rss_mb=sampler.peak_kb / 1024,
-        backlog_max=backlog_max(events(repo)),
+        backlog_max=backlog,
+        mergeable_backlog_max=mergeable,
     )
     bench.note(f"{n} subtasks: {json.dumps(asdict(run))}")
     return run, repo

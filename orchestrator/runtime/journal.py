@@ -7,7 +7,8 @@ the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritt
 
 A checkpoint serializes the whole state, so one is saved at a safe point only once as many
 events as the plan has subtasks went by since the last: what checkpoints cost per event
-stays the same for any plan, and recovery refolds at most that many events.
+stays the same for any plan, and recovery refolds at most that many events. One more is
+saved as the execution ends, for the commands that read it afterwards.
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ class Journal:
         return state
 
     def _checkpoint_due(self, events: Sequence[ev.ExecutionEvent]) -> bool:
+        if any(isinstance(event, ev.ExecutionEnded) for event in events):
+            return True  # what `status` and `report` read from then on: nothing to refold
         if not any(isinstance(event, checkpoints.SAFE_POINTS) for event in events):
             return False
         spacing = max(CHECKPOINT_MIN_EVENTS, len(self.state.subtasks))

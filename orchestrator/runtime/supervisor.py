@@ -13,7 +13,6 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 
 import structlog
 import trio
@@ -35,6 +34,7 @@ from orchestrator.runtime.ports import Panes
 from orchestrator.runtime.recovery import reconcile
 from orchestrator.runtime.running_usage import live_tokens, watches_tokens
 from orchestrator.runtime.stopping import STOP_SIGNALS, stop_on_signals
+from orchestrator.runtime.turns import Turns
 
 log = structlog.get_logger(__name__)
 
@@ -104,7 +104,7 @@ async def _loop(
     constraints: Sequence[ResourceConstraint],
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
-    busy = _BusySteps()
+    turns = Turns()
     live_view = LiveViewGate(edges.panes, journal.execution_id)
     watching = watches_tokens(journal.state.plan)
     async with trio.open_nursery() as nursery:
@@ -126,7 +126,7 @@ async def _loop(
             for command in decision.commands:
                 if command.key not in in_flight:
                     in_flight.add(command.key)
-                    nursery.start_soon(_carry_out, journal, edges, command, in_flight, busy)
+                    nursery.start_soon(_carry_out, journal, edges, command, in_flight, turns)
             live_view.look(in_flight, nursery)
             # A tick as well as every append: limits on the wall clock need looking at.
             with trio.move_on_after(TICK_SECONDS):
@@ -163,39 +163,19 @@ class LiveViewGate:
             log.debug("live_view_signal_failed", error=error.message)
 
 
-class _BusySteps:
-    """Steps of git work that follow an agent's end (its commit, its worktree's release),
-    as many at a time as there are cores: when many agents end together, more of them
-    at once would finish no sooner, and would starve the one merge step of the CPU that
-    keeps the merge queue short. Other steps wait on agents, checks or the user's setup,
-    or gain from company (panes opened together), and go at once."""
-
-    BOUNDED = (cmd.CommitAttempt, cmd.ReleaseWorkspace)
-
-    def __init__(self) -> None:
-        self._limiter = trio.CapacityLimiter(os.cpu_count() or 1)
-
-    @asynccontextmanager
-    async def turn(self, command: cmd.Command) -> AsyncIterator[None]:
-        if not isinstance(command, self.BOUNDED):
-            yield
-            return
-        async with self._limiter:
-            yield
-
-
 async def _carry_out(
     journal: Journal,
     edges: Edges,
     command: cmd.Command,
     in_flight: set[tuple[str, str, int]],
-    busy: _BusySteps,
+    turns: Turns,
 ) -> None:
     with structlog.contextvars.bound_contextvars(
         subtask_id=command.subtask_id or None, attempt=command.attempt or None
     ):
         try:
-            async with busy.turn(command):
+            rank = journal.agenda.merge_position.get(command.subtask_id, 0)
+            async with turns.turn(command, rank):
                 events = await execute(edges, journal.state, command)
         except KairoError as error:
             if not command.subtask_id:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 
+from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.commands import CreateIntegrationBranch
 from orchestrator.core.decide import decide
@@ -26,6 +27,25 @@ from orchestrator.store.sqlite import SqliteStore
 from tests.core.test_decide import World, plan, run, start, subtask
 
 Recorded = tuple[SqliteStore, str, list[ev.ExecutionEvent]]
+
+
+async def drive(journal: Journal, world: World) -> None:
+    """The execution decided by the core and answered by `world`, one command at a time,
+    each outcome appended through the journal."""
+    for _ in range(500):
+        decision = decide(journal.state)
+        if decision.events:
+            await journal.append(decision.events)
+        elif not decision.commands:
+            return
+        elif isinstance(decision.commands[0], CreateIntegrationBranch):
+            created = journal.state.created
+            branch = ev.IntegrationBranchCreated(
+                branch=created.integration_branch, commit=created.base_commit
+            )
+            await journal.append([branch])
+        else:
+            await journal.append(world.answer(journal.state, decision.commands[0]))
 
 
 @pytest.fixture
@@ -44,32 +64,41 @@ async def test_appends_keep_a_checkpoint_that_read_state_resumes_from(recorded: 
     before = state
     row = claim(store, execution_id, owner="host:1", status="RUNNING")
     journal = Journal(store, state, owner="host:1", version=row.version)
-    world = World(conflicts=["c"])
-    for _ in range(200):
-        decision = decide(journal.state)
-        if decision.events:
-            await journal.append(decision.events)
-        elif not decision.commands:
-            break
-        elif isinstance(decision.commands[0], CreateIntegrationBranch):
-            created = journal.state.created
-            await journal.append(
-                [
-                    ev.IntegrationBranchCreated(
-                        branch=created.integration_branch, commit=created.base_commit
-                    )
-                ]
-            )
-        else:
-            await journal.append(world.answer(journal.state, decision.commands[0]))
+    await drive(journal, World(conflicts=["c"]))
     assert journal.state.ended == "FAILED"
     row = store.get_execution(execution_id)
     assert row is not None and row.checkpoint_json is not None
+    restored = checkpoints.restore(row.checkpoint_json)
+    assert restored is not None and restored[1] == journal.state.seq  # taken as it ended
     stored = store.read_events(execution_id)
     refolded = fold(execution_id, (ev.from_record(e.event_type, e.payload) for e in stored))
     assert read_state(store, execution_id) == refolded == journal.state
     # What a poll does: the state read before the run, moved on by the new events only.
     assert advance_state(store, before) == journal.state
+
+
+async def test_checkpoints_are_as_far_apart_as_the_plan_is_large(tmp_path: Path) -> None:
+    ids = [f"s{i}" for i in range(12)]
+    created = start(plan(*(subtask(sid) for sid in ids), max_parallel=12)).created
+    saved: list[int] = []
+
+    class Counting(SqliteStore):
+        def save_checkpoint(self, execution_id: str, checkpoint_json: str) -> None:
+            restored = checkpoints.restore(checkpoint_json)
+            assert restored is not None
+            saved.append(restored[1])
+            super().save_checkpoint(execution_id, checkpoint_json)
+
+    with Counting(tmp_path / "kairo.db") as store:
+        store.create_execution("E1", "p", "RUNNING", [NewEvent(*ev.to_record(created))])
+        row = claim(store, "E1", owner="host:1", status="RUNNING")
+        journal = Journal(store, read_state(store, "E1"), owner="host:1", version=row.version)
+        await drive(journal, World())
+    assert journal.state.ended == "COMPLETED"
+    gaps = [later - earlier for earlier, later in zip([0, *saved], saved, strict=False)]
+    assert saved[-1] == journal.state.seq  # the end
+    assert all(gap >= len(ids) for gap in gaps[:-1]), saved
+    assert len(saved) <= journal.state.seq // len(ids) + 1
 
 
 def test_a_checkpoint_that_does_not_match_the_log_is_ignored(recorded: Recorded) -> None:
