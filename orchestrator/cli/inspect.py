@@ -19,14 +19,19 @@ from orchestrator.core.report import to_markdown
 @click.command()
 @click.argument("execution", required=False, metavar="[ID]")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (cli.md).")
+@click.option(
+    "--all", "every", is_flag=True, help="A row for every subtask, however many (default: 40)."
+)
 @common_options
-def status(execution: str | None, as_json: bool, repo: Path, store_url: str | None) -> None:
+def status(
+    execution: str | None, as_json: bool, every: bool, repo: Path, store_url: str | None
+) -> None:
     """One execution: its state and every subtask's."""
     document = inspecting.status(repo, store_url, execution)
     if as_json:
         click.echo(json.dumps(document, indent=2))
     else:
-        render.status(document)
+        render.status(document, every=every)
 
 
 @click.command(name="list")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
@@ -43,11 +44,32 @@ def styled(word: str) -> str:
     return f"[{style}]{word}[/]" if style else word
 
 
-def status_table(document: dict[str, Any]) -> Table:
+#: Subtasks a status lists one a row, at most, unless asked for all: a plan of a thousand
+#: shows those that need a look, and counts the rest.
+STATUS_ROWS = 40
+# Which rows come first when not all are shown: what runs, then what ended unmerged.
+_FIRST = {"preparing": 0, "running": 0, "verifying": 0, "succeeded": 1, "pending": 3}
+
+
+def shown_subtasks(
+    subtasks: list[dict[str, Any]], *, every: bool = False
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """The subtasks to list, and how many of each state are left out."""
+    if every or len(subtasks) <= STATUS_ROWS:
+        return subtasks, Counter()
+    unmerged = [item for item in subtasks if item["state"] != "merged"]
+    unmerged.sort(key=lambda item: _FIRST.get(item["state"], 2))  # stable: plan order
+    shown = unmerged[:STATUS_ROWS]
+    listed = {item["id"] for item in shown}
+    left = Counter(item["state"] for item in subtasks if item["id"] not in listed)
+    return shown, left
+
+
+def status_table(subtasks: list[dict[str, Any]]) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for column in ("subtask", "state", "attempts", "tokens (cost)", "reason / worktree"):
         table.add_column(column)
-    for item in document["subtasks"]:
+    for item in subtasks:
         detail = item["reason"] or ""
         others = sorted({other for conflict in item["conflicts"] for other in conflict["with"]})
         if others:
@@ -96,10 +118,15 @@ def _status_note(document: dict[str, Any]) -> str:
     return ""
 
 
-def status(document: dict[str, Any]) -> None:
+def status(document: dict[str, Any], *, every: bool = False) -> None:
     out = console()
     out.print(status_header(document))
-    _print_table(out, status_table(document))
+    shown, left = shown_subtasks(document["subtasks"], every=every)
+    if shown:
+        _print_table(out, status_table(shown))
+    if left:
+        counts = ", ".join(f"{count:,} {styled(state)}" for state, count in left.most_common())
+        out.print(f"not listed: {counts} (kairo-orch status --all lists every subtask)")
     for anomaly in document.get("anomalies", ()):  # an old log's, read as written
         out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
 

@@ -62,7 +62,7 @@ def watch(execution: str, store_file: Path | None, repo: Path, store_url: str | 
                 live.update(
                     Group(
                         render.status_header(look.document),
-                        render.status_table(look.document),
+                        render.status_table(look.document["subtasks"]),
                         footer,
                     ),
                     refresh=True,
