@@ -4,16 +4,19 @@
     .venv/bin/python scripts/bench_scale.py [--small 64] [--large 1024] [--out bench-scale.json]
 
 One run of a `--small` and one of a `--large` plan of trivial shell agents (each writes
-one file), both at `max_parallel` 32, in the same process on the same repository template,
-so that a noisy machine slows both alike. Then, on a second run of the large plan, a
-`kill -9` of its supervisor once `--kill-at` subtasks have merged, and a `resume`.
+one file), both at `max_parallel` 32 (`--parallel`), in the same process on the same
+repository template, so that a noisy machine slows both alike. Then, on a second run of
+the large plan, a `kill -9` of its supervisor once `--kill-at` subtasks have merged, and
+a `resume`.
 
 bench-scale.json holds `scale_<large>`:
 
     ratio        wall time per subtask, large over small (target <= 1.3)
     cpu_ratio    supervisor CPU (its own utime + stime) per subtask, large over small (<= 1.3)
     rss_mb       the large run's supervisor peak RSS, VmHWM (<= 200)
-    backlog_max  the most subtasks accepted and not yet merged at once, from its log (<= 8)
+    backlog_max  the most subtasks accepted and not yet merged at once, from its log (<= 8);
+                 each run's `mergeable_backlog_max` says how many of them the merge queue
+                 could have taken (not waiting for an earlier subtask, in plan order)
     status_ms    `status --json` of the ended large execution, median of 5 (<= 500)
     resume_first_attempt_s
                  after the kill, from `resume` to the first new attempt_started (<= 3)
@@ -40,7 +43,7 @@ from typing import Any
 import bench
 
 HZ = os.sysconf("SC_CLK_TCK")
-PARALLEL = 32
+PARALLEL = [32]  # `--parallel`
 REPO_FILES = 200
 AGENT = 'echo "$KAIRO_SUBTASK_ID" > "scale-$KAIRO_SUBTASK_ID.txt"'
 SAMPLE_S = 0.1
@@ -159,7 +162,7 @@ def merged_count(repo: Path) -> int:
 
 def start(lab: bench.Lab, n: int, name: str) -> tuple[Path, Sampler, float]:
     repo = lab.copy_of(lab.template(REPO_FILES), name)
-    plan = bench.write_plan(repo, name, n, AGENT, max_parallel=PARALLEL)
+    plan = bench.write_plan(repo, name, n, AGENT, max_parallel=PARALLEL[0])
     t0 = time.perf_counter()
     lab.kairo("start", str(plan), "--detach", cwd=repo)
     pid = lab.supervisor_pid(repo)
@@ -225,16 +228,22 @@ def resume_after_kill(lab: bench.Lab, n: int, kill_at: int) -> float:
     return took
 
 
+def _round(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--small", type=int, default=64)
     parser.add_argument("--large", type=int, default=1024)
     parser.add_argument("--kill-at", type=int, default=600, help="merges before the kill -9")
+    parser.add_argument("--parallel", type=int, default=PARALLEL[0], help="max_parallel")
     parser.add_argument("--out", type=Path, default=Path("bench-scale.json"))
     parser.add_argument("--workdir", type=Path, help="where the temporary directory goes")
     args = parser.parse_args(argv)
     if not 0 < args.kill_at < args.large:
         parser.error("--kill-at must be between 0 and --large")
+    PARALLEL[0] = args.parallel
 
     lab = bench.Lab(args.workdir)
     try:
@@ -256,14 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     document = {
         f"scale_{args.large}": {
-            **{k: bench._round(v) for k, v in figures.items()},
+            **{k: _round(v) for k, v in figures.items()},
             "ok": {k: figures[k] <= target for k, target in TARGETS.items()},
             "targets": TARGETS,
             "runs": [
                 {
                     **asdict(run),
-                    "wall_per_subtask_ms": bench._round(run.wall_per_subtask_ms),
-                    "cpu_per_subtask_ms": bench._round(run.cpu_per_subtask_ms),
+                    "wall_per_subtask_ms": _round(run.wall_per_subtask_ms),
+                    "cpu_per_subtask_ms": _round(run.cpu_per_subtask_ms),
                 }
                 for run in (small, large)
             ],

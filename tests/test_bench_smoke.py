@@ -80,3 +80,33 @@ def test_keep_leaves_the_lab_and_says_where(tmp_path: Path) -> None:
     (lab,) = tmp_path.glob("kairo-bench-*")
     assert any(lab.iterdir())  # the measurement's files, not an empty directory
     assert f"kept {lab}" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_small_bench_scale_writes_its_figures(tmp_path: Path) -> None:
+    """scripts/bench_scale.py at toy sizes: its runs end COMPLETED, its figures are there."""
+    out = tmp_path / "bench-scale.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAIRO_", "TMUX", "GIT_"))}
+    argv = ["--small", "4", "--large", "12", "--kill-at", "4", "--parallel", "2"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_scale.py"), *argv, "--out", str(out)],
+        cwd=tmp_path,
+        env={**env, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text(encoding="utf-8"))["scale_12"]
+    for name in ("ratio", "cpu_ratio", "rss_mb", "status_ms", "resume_first_attempt_s"):
+        assert _is_number(figures[name]) and figures[name] > 0, name
+    assert [run["subtasks"] for run in figures["runs"]] == [4, 12]
+    assert all(
+        run["status"] == "COMPLETED" and run["merged"] == run["subtasks"] for run in figures["runs"]
+    )
+    assert (
+        0 <= figures["runs"][1]["mergeable_backlog_max"] <= figures["runs"][1]["backlog_max"] <= 12
+    )
+    assert not list(tmp_path.glob("kairo-bench-*"))

@@ -7,6 +7,7 @@ sides changed. Only the in-process tests use it; the real suites run real git.""
 
 from __future__ import annotations
 
+import collections
 import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -79,14 +80,14 @@ class MemoryRepository:
 
     def ancestors(self, oid: str) -> list[str]:
         """`oid` and every commit it descends from, nearest first (breadth first)."""
-        seen: list[str] = []
-        queue = [oid]
+        seen: dict[str, None] = {}  # an ordered set: a plan of a thousand merges
+        queue = collections.deque([oid])
         while queue:
-            current = queue.pop(0)
+            current = queue.popleft()
             if current not in seen:
-                seen.append(current)
-                queue += self.commits[current].parents
-        return seen
+                seen[current] = None
+                queue.extend(self.commits[current].parents)
+        return list(seen)
 
     # The port.
 
