@@ -150,6 +150,18 @@ def _last_lines(text: str) -> str:
 _REPORTED = frozenset({"merged", "conflicted", "failed", "skipped", "stopped"})
 
 
+#: A report is read as a pull request's description, which has a size limit (GitHub's:
+#: 65,536 characters): a plan of a thousand lists its first merges and counts the rest.
+#: What went wrong (conflicts, failures) is always listed whole.
+MERGES_LISTED = 200
+IN_A_LINE = 20  # subtasks named in one line (the largest spenders first)
+
+
+def _some(items: list[str], most: int) -> str:
+    shown = ", ".join(items[:most])
+    return f"{shown} and {len(items) - most:,} more" if len(items) > most else shown
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# kairo-orch: {report['plan']}",
@@ -166,19 +178,27 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["stopped"]:
         lines.append(f"- stopped: {len(report['stopped'])}")
     if report["pending"]:
-        lines.append(f"- not finished yet: {', '.join(report['pending'])}")
+        lines.append(f"- not finished yet: {_some(report['pending'], IN_A_LINE)}")
     usage = report["usage"]
     if usage["tokens"] or usage["cost_usd"]:
         cost = f" (${usage['cost_usd']:.2f})" if usage["cost_usd"] else ""
-        spent = [f"{sid} {u['tokens']:,}" for sid, u in usage["subtasks"].items() if u["tokens"]]
-        lines.append(f"- tokens: {usage['tokens']:,}{cost}: {', '.join(spent)}")
+        spenders = sorted(usage["subtasks"].items(), key=lambda item: -item[1]["tokens"])
+        spent = [f"{sid} {u['tokens']:,}" for sid, u in spenders if u["tokens"]]
+        lines.append(f"- tokens: {usage['tokens']:,}{cost}: {_some(spent, IN_A_LINE)}")
     if report["merged"]:
         lines += ["", "## Merged", ""]
-        for item in report["merged"]:
+        for item in report["merged"][:MERGES_LISTED]:
             title = f" ({item['title']})" if item["title"] != item["id"] else ""
             lines.append(
                 f"- **{item['id']}**{title}: {item['diffstat'] or 'no file changes'}"
                 f" — merge `{item['merge_commit'][:12]}`"
+            )
+        more = len(report["merged"]) - MERGES_LISTED
+        if more > 0:
+            lines.append(
+                f"- and {more:,} more: `git log --first-parent --oneline "
+                f"{report['base_commit'][:12]}..{report['integration_branch']}` lists every "
+                "merge, `kairo-orch report --json` every subtask"
             )
     if report["conflicted"]:
         lines += ["", "## Conflicts", ""]

@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.agenda import Agenda
 from orchestrator.core.decide import decide
 from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask
 from orchestrator.core.reasons import sentence_or_none as said
@@ -167,15 +168,19 @@ class World:
 
 
 def run(state: ExecutionState, world: World, *, limit: int = 500) -> ExecutionState:
-    """Carry out one command at a time, first first, until the execution ends."""
+    """Carry out one command at a time, first first, until the execution ends; the
+    agenda kept as the journal keeps it."""
+    agenda = Agenda.of(state)
     for _ in range(limit):
-        decision = decide(state)
+        decision = decide(state, agenda=agenda)
         if decision.events:
-            state = feed(state, decision.events)
+            events = list(decision.events)
         elif decision.commands:
-            state = feed(state, world.answer(state, decision.commands[0]))
+            events = world.answer(state, decision.commands[0])
         else:
             return state
+        state = feed(state, events)
+        agenda.advance(events, state)
     raise AssertionError("the execution did not end")
 
 
