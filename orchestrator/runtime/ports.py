@@ -88,8 +88,23 @@ class Panes(Protocol):
     """The execution's tmux server: agent panes, their titles, and `wait-for` wake-ups."""
 
     async def open_agent_pane(
-        self, session: str, *, title: str, command: Sequence[str], cwd: Path
-    ) -> PaneRef: ...
+        self,
+        session: str,
+        *,
+        title: str,
+        command: Sequence[str],
+        cwd: Path,
+        max_parallel: int | None = None,
+        recyclable: Sequence[str] = (),
+    ) -> PaneRef:
+        """With `max_parallel`, the agents' windows are kept to those that many agents
+        need and one more: one of the `recyclable` panes (of ended attempts) is closed to
+        make room where every window is full."""
+        ...
+
+    async def close_panes(self, session: str, pane_ids: Sequence[str]) -> None:
+        """Close these panes; one already gone is no error."""
+        ...
 
     async def has_session(self, name: str) -> bool: ...
 
