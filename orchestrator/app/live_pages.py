@@ -11,24 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from orchestrator.core.views import ACTIVE
+from orchestrator.core.views import ACTIVE, SubtaskStateName
 
 _NEEDS_A_LOOK = frozenset({"failed", "conflicted", "stopped", "skipped"})
-# The states counted in the page line, in this order.
-_COUNTED = (
-    "running",
-    "preparing",
-    "verifying",
-    "succeeded",
-    "merged",
-    "conflicted",
-    "failed",
-    "skipped",
-    "stopped",
-    "pending",
-)
 
 
 @dataclass(frozen=True)
@@ -79,6 +66,8 @@ class Pager:
 
 def counts(items: list[dict[str, Any]]) -> str:
     by_state = Counter(item["state"] for item in items)
-    said = ", ".join(f"{by_state[state]:,} {state}" for state in _COUNTED if by_state[state])
+    said = ", ".join(
+        f"{by_state[state]:,} {state}" for state in get_args(SubtaskStateName) if by_state[state]
+    )
     noun = "subtask" if len(items) == 1 else "subtasks"
     return f"{len(items):,} {noun}: {said}" if said else f"{len(items):,} {noun}"

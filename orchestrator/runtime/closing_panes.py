@@ -14,6 +14,7 @@ the windows stay bounded by `max_parallel` even when attempts end faster than th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import structlog
 import trio
@@ -21,6 +22,7 @@ import trio
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, AttemptView, SubtaskView
 from orchestrator.errors import KairoError
+from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ports import Panes
 
@@ -51,16 +53,17 @@ def pane_grace(environment: Mapping[str, str]) -> float:
     return seconds
 
 
-def ended_panes(state: ExecutionState) -> list[str]:
-    """The panes that may be closed: their attempts ended and their subtasks moved on.
-    Those whose attempts started first come first (they are likely to have ended first)."""
+def ended_panes(state: ExecutionState) -> dict[str, str]:
+    """The panes that may be closed, each with its runner's spec (which the pane's command
+    names): their attempts ended and their subtasks moved on. Those whose attempts started
+    first come first (they are likely to have ended first)."""
     found = [
-        (attempt.started_at or 0.0, attempt.pane_id)
+        (attempt.started_at or 0.0, attempt.pane_id, attempt.run_dir)
         for view in state.subtasks.values()
         for attempt in view.attempts
         if attempt.pane_id and moved_on(view, attempt)
     ]
-    return [pane_id for _, pane_id in sorted(found)]
+    return {pane_id: str(RunFiles(Path(run_dir)).spec) for _, pane_id, run_dir in sorted(found)}
 
 
 def moved_on(view: SubtaskView, attempt: AttemptView) -> bool:
@@ -81,15 +84,16 @@ async def close_ended_panes(journal: Journal, panes: Panes, grace_s: float) -> N
     closed: set[str] = set()
     while True:
         now = trio.current_time()
-        for pane_id in ended_panes(journal.state):
+        ended = ended_panes(journal.state)
+        for pane_id in ended:
             if pane_id not in closed:
                 seen.setdefault(pane_id, now)
-        due = [pane_id for pane_id, at in seen.items() if now - at >= grace_s]
+        due = {pane_id: ended[pane_id] for pane_id, at in seen.items() if now - at >= grace_s}
         if due:
             try:
                 await panes.close_panes(session, due)
             except KairoError as error:  # its tmux server gone, say: nothing to tidy
-                log.info("panes_not_closed", pane_ids=due, error=error.message)
+                log.info("panes_not_closed", pane_ids=list(due), error=error.message)
             closed.update(due)
             for pane_id in due:
                 del seen[pane_id]

@@ -95,15 +95,16 @@ class Panes(Protocol):
         command: Sequence[str],
         cwd: Path,
         max_parallel: int | None = None,
-        recyclable: Sequence[str] = (),
+        recyclable: Mapping[str, str] | None = None,
     ) -> PaneRef:
         """With `max_parallel`, the agents' windows are kept to those that many agents
-        need and one more: one of the `recyclable` panes (of ended attempts) is closed to
-        make room where every window is full."""
+        need and one more: one of the `recyclable` panes (of ended attempts, oldest first:
+        each id and its runner's spec) is closed to make room where every window is full."""
         ...
 
-    async def close_panes(self, session: str, pane_ids: Sequence[str]) -> None:
-        """Close these panes; one already gone is no error."""
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        """Close these panes (each id and its runner's spec, which its command must name:
+        ids are reused by a tmux server started again); one already gone is no error."""
         ...
 
     async def has_session(self, name: str) -> bool: ...

@@ -35,7 +35,7 @@ class Placing:
 
     panes_per_window: int
     windows_at_most: int | None
-    recyclable: tuple[str, ...]
+    recyclable: tuple[tuple[str, str], ...]  # (pane id, what its command names), oldest first
 
 
 @dataclasses.dataclass(slots=True)
@@ -65,6 +65,11 @@ class AgentPanes:
         self._titles: dict[str, str] = {}
         # Panes closed here: retitling one would be a tmux call that fails.
         self._closed: set[str] = set()
+        # Each pane's command line, as opened here or as tmux showed it. A pane id is
+        # unique only within one tmux server: once the server was killed and started
+        # again, the id of an ended attempt's pane may be that of a running agent's. So
+        # a pane is closed only if its command names what the caller says it does.
+        self._commands: dict[str, str] = {}
 
     def forget(self, session: str, *, new: bool = False) -> None:
         """Ask tmux where `session`'s windows are next time; `new`: it has none yet."""
@@ -114,6 +119,7 @@ class AgentPanes:
         for request in batch:
             if request.ref is not None:
                 self._titles[request.ref.pane_id] = request.pane.title
+                self._commands[request.ref.pane_id] = " ".join(request.pane.command)
                 self._closed.discard(request.ref.pane_id)  # a new server numbers anew
 
     async def _open_together(self, session: str, batch: list[_PaneRequest]) -> None:
@@ -128,7 +134,7 @@ class AgentPanes:
             [request.pane for request in batch],
             placing.panes_per_window,
             windows_at_most=placing.windows_at_most,
-            recyclable=placing.recyclable,
+            recyclable=self._ours(placing.recyclable),
         )
         result = await self._run_raw(argv)
         lines = result.stdout.decode(errors="replace").splitlines()
@@ -166,7 +172,7 @@ class AgentPanes:
             [request.pane],
             placing.panes_per_window,
             windows_at_most=placing.windows_at_most,
-            recyclable=placing.recyclable,
+            recyclable=self._ours(placing.recyclable),
             new_window=new_window,
         )
         ref = layout.parse_pane_ref(await self._run(argv))
@@ -180,14 +186,24 @@ class AgentPanes:
             target = layout.session_target(session)
             text = await self._run(["list-panes", "-s", "-t", target, "-F", packing.PANES_FORMAT])
             current = self._packing[session] = packing.read_packing(text)
+            self._commands.update(packing.start_commands(text))
         return current
 
-    async def close(self, session: str, pane_ids: Sequence[str]) -> None:
-        """Close `pane_ids` (a pane already gone is no error), and tile what is left."""
-        if not pane_ids:
+    def _ours(self, panes: Sequence[tuple[str, str]]) -> list[str]:
+        """The ids of `panes` (id, what its command names) whose command does name it."""
+        return [pane_id for pane_id, names in panes if names in self._commands.get(pane_id, "")]
+
+    async def close(self, session: str, panes: Sequence[tuple[str, str]]) -> None:
+        """Close `panes`, each (id, what its command names): one already gone, or whose
+        command names something else (the id another server's), is left alone. What is
+        left is tiled."""
+        if not panes:
             return
         async with self._lock:
             current = await self._current(session)
+            pane_ids = self._ours(panes)
+            if not pane_ids:
+                return
             try:
                 await self._run(packing.close_panes_argv(session, current, pane_ids))
             except StepFailed as error:
@@ -198,10 +214,11 @@ class AgentPanes:
                 self._packing.pop(session, None)
             else:
                 self._packing[session] = packing.without(current, pane_ids)
-        for pane_id in pane_ids:
-            self._closed.add(pane_id)
-            self._titles.pop(pane_id, None)
-        log.info("tmux_panes_closed", pane_ids=list(pane_ids))
+            for pane_id in pane_ids:
+                self._closed.add(pane_id)
+                self._titles.pop(pane_id, None)
+                self._commands.pop(pane_id, None)
+        log.info("tmux_panes_closed", pane_ids=pane_ids)
 
     async def _close_if_there(self, pane_id: str) -> None:
         try:
@@ -229,5 +246,5 @@ def _together(batch: Sequence[_PaneRequest]) -> Placing:
     """One placing for a batch: its requests come from one supervisor, and the latest
     knows of the most ended panes."""
     first = batch[0].placing
-    recyclable = dict.fromkeys(p for request in batch for p in request.placing.recyclable)
-    return dataclasses.replace(first, recyclable=tuple(recyclable))
+    recyclable = dict(p for request in batch for p in request.placing.recyclable)
+    return dataclasses.replace(first, recyclable=tuple(recyclable.items()))

@@ -22,7 +22,7 @@ from orchestrator.tmux import layout
 from orchestrator.tmux.layout import AGENT_WINDOW_PREFIX, Command, NewPane, PaneRef
 
 #: What `read_packing` reads: `list-panes -s -F` of the session.
-PANES_FORMAT = "#{window_id}\t#{window_name}\t#{pane_id}"
+PANES_FORMAT = "#{window_id}\t#{window_name}\t#{pane_id}\t#{pane_start_command}"
 # The id a pane has in the model until tmux has said its real one.
 _PENDING = "?"
 
@@ -55,7 +55,7 @@ def read_packing(text: str) -> Packing:
     """From `list-panes -s -F PANES_FORMAT`: the agents windows and their panes."""
     windows: dict[int, AgentWindow] = {}
     for line in text.splitlines():
-        window_id, name, pane_id = line.split("\t")
+        window_id, name, pane_id, _ = line.split("\t", 3)
         suffix = name.removeprefix(AGENT_WINDOW_PREFIX)
         if not (name.startswith(AGENT_WINDOW_PREFIX) and suffix.isdigit()):
             continue  # the supervisor's window, or one of the user's own
@@ -169,3 +169,11 @@ def windows_needed(max_parallel: int, panes_per_window: int) -> int:
     """The agents windows a run of `max_parallel` agents at once keeps: those its running
     agents need, and one more, where the panes of attempts that just ended stay a while."""
     return -(-max_parallel // panes_per_window) + 1
+
+
+def start_commands(text: str) -> dict[str, str]:
+    """From `list-panes -s -F PANES_FORMAT`: each pane's command line, as tmux shows it."""
+    return {
+        pane_id: command
+        for _, _, pane_id, command in (line.split("\t", 3) for line in text.splitlines())
+    }

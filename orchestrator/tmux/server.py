@@ -109,29 +109,31 @@ class TmuxServer:
         cwd: StrPath,
         panes_per_window: int = 4,
         max_parallel: int | None = None,
-        recyclable: Sequence[str] = (),
+        recyclable: Mapping[str, str] | None = None,
     ) -> PaneRef:
         """A new pane running `command`, packed `panes_per_window` to an 'agents-N' window
         (packing.py says which).
 
         With `max_parallel`, the agents that run at once, the windows are kept to those
         they need and one more: where every window is full, one of the `recyclable` panes
-        (of attempts that ended, oldest first) is closed to make room. Panes asked for
-        while a call is under way are opened together in the next one.
+        (of attempts that ended, oldest first: each id and what its command names, which
+        it must name to be closed) is closed to make room. Panes asked for while a call is
+        under way are opened together in the next one.
         """
         if panes_per_window < 1:
             raise ValueError("panes_per_window must be at least 1")
         needed = (
             None if max_parallel is None else packing.windows_needed(max_parallel, panes_per_window)
         )
-        placing = Placing(panes_per_window, needed, tuple(recyclable))
+        placing = Placing(panes_per_window, needed, tuple((recyclable or {}).items()))
         pane = layout.NewPane(title, list(command), os.fspath(cwd))
         return await self._agents.open(session, pane, placing)
 
-    async def close_panes(self, session: str, pane_ids: Sequence[str]) -> None:
-        """Close agent panes of `session` (their windows go with their last pane); a pane
-        already gone is not an error."""
-        await self._agents.close(session, pane_ids)
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        """Close agent panes of `session`, each id with what its command names (a pane
+        whose command does not name it is left alone); their windows go with their last
+        pane, and a pane already gone is not an error."""
+        await self._agents.close(session, tuple(panes.items()))
 
     async def set_pane_title(self, pane_id: str, title: str) -> None:
         """Retitle a pane (not again with the title it has). A pane that is gone is not an

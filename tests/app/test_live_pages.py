@@ -38,7 +38,7 @@ def test_a_thousand_subtasks_page_with_an_indicator_and_stay_on_the_last_page() 
     first = pager.cut(_document(states), rows=40)
     assert (first.number, first.pages, len(first.subtasks)) == (1, 26, 40)
     assert [item["state"] for item in first.subtasks[:32]] == ["running"] * 32
-    assert first.counts == "1,024 subtasks: 32 running, 500 merged, 492 pending"
+    assert first.counts == "1,024 subtasks: 492 pending, 32 running, 500 merged"
 
     pager.turn(+100)
     last = pager.cut(_document(states), rows=40)

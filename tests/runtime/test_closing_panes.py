@@ -9,9 +9,11 @@ import pytest
 import trio
 
 from orchestrator.core.reasons import Reason, ReasonCode
+from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import AttemptView, SubtaskStateName, SubtaskView
 from orchestrator.runtime.closing_panes import PANE_GRACE_S, moved_on, pane_grace
-from tests.world import running_world, subtask
+from tests.world import World, running_world, subtask
+from tests.world.agents import Agent
 from tests.world.repository import Tree
 
 
@@ -48,7 +50,7 @@ def test_the_grace_period_is_read_from_the_environment(value: str, seconds: floa
     assert pane_grace({"KAIRO_PANE_GRACE": value}) == seconds
 
 
-def _slow(path: str) -> object:
+def _slow(path: str) -> Agent:
     async def agent(files: Tree, attempt: int) -> int:
         await trio.sleep(0.15)
         files[path] = "done\n"
@@ -57,14 +59,27 @@ def _slow(path: str) -> object:
     return agent
 
 
-async def test_ended_panes_are_closed_after_the_grace_period(tmp_path: Path) -> None:
-    ids = [f"s{i}" for i in range(8)]
-    agents = {sid: _slow(f"{sid}.txt") for sid in ids}
-    async with running_world(tmp_path, {"README.md": "x\n"}, agents) as world:  # type: ignore[arg-type]
-        world.environment["KAIRO_PANE_GRACE"] = "0"
-        world.create({"name": "world", "max_parallel": 2, "subtasks": [subtask(s) for s in ids]})
+async def _run(
+    tmp_path: Path, count: int, max_parallel: int, grace: str
+) -> tuple[World, ExecutionState]:
+    """`count` subtasks whose agents take a moment, run to their end."""
+    ids = [f"s{i}" for i in range(count)]
+    async with running_world(tmp_path, {"README.md": "x\n"}, {s: _slow(s) for s in ids}) as world:
+        world.environment["KAIRO_PANE_GRACE"] = grace
+        plan = {
+            "name": "world",
+            "max_parallel": max_parallel,
+            "subtasks": [subtask(s) for s in ids],
+        }
+        world.create(plan)
         final = await world.supervise()
     assert final.status == "COMPLETED"
+    return world, final
+
+
+async def test_ended_panes_are_closed_after_the_grace_period(tmp_path: Path) -> None:
+    world, final = await _run(tmp_path, 8, max_parallel=2, grace="0")
+
     panes = {v.id: v.attempts[0].pane_id for v in final.subtasks.values()}
     # the first ones ended well before the run did: their panes were closed (the world
     # asserts, for each, that its agent no longer ran)
@@ -73,13 +88,8 @@ async def test_ended_panes_are_closed_after_the_grace_period(tmp_path: Path) -> 
 
 
 async def test_at_the_bound_ended_panes_make_room_whatever_the_grace(tmp_path: Path) -> None:
-    ids = [f"s{i}" for i in range(10)]
-    agents = {sid: _slow(f"{sid}.txt") for sid in ids}
-    async with running_world(tmp_path, {"README.md": "x\n"}, agents) as world:  # type: ignore[arg-type]
-        world.environment["KAIRO_PANE_GRACE"] = "600"
-        world.create({"name": "world", "max_parallel": 3, "subtasks": [subtask(s) for s in ids]})
-        final = await world.supervise()
-    assert final.status == "COMPLETED"
+    world, _ = await _run(tmp_path, 10, max_parallel=3, grace="600")
+
     # a window per pane in the world: three running agents and one more
     assert world.host.most_open == 4
     assert len(world.host.closed_panes) == 10 - 4

@@ -6,6 +6,7 @@ import pytest
 
 from orchestrator.tmux import layout
 from orchestrator.tmux.layout import PaneInfo, PaneRef
+from tests.tmux.conftest import split_chain
 
 
 def test_an_argument_ending_in_a_semicolon_cannot_end_the_command() -> None:
@@ -48,20 +49,10 @@ def test_split_sets_the_title_of_the_new_pane_and_tiles() -> None:
     ]
 
 
-def _commands(argv: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    for arg in argv:
-        if arg == ";":
-            commands.append([])
-        else:
-            commands[-1].append(arg)
-    return commands
-
-
 def test_new_window_is_detached_and_targets_its_pane_by_name() -> None:
     pane = layout.NewPane("t", ["run", "x"], "/w")
     argv = layout.chain(*layout.new_window_commands("s", "agents-2", pane))
-    create, *options, title, our_title = _commands(argv)
+    create, *options, title, our_title = split_chain(argv)
 
     assert create == [
         *["new-window", "-d", "-t", "=s:", "-n", "agents-2", "-c", "/w"],
@@ -83,7 +74,7 @@ def test_new_session_sets_its_options_in_the_same_call() -> None:
         height=8,
         environment={"A": "1"},
     )
-    create, *options = _commands(argv)
+    create, *options = split_chain(argv)
 
     assert create == [
         *["new-session", "-d", "-s", "s", "-n", "w", "-x", "9", "-y", "8", "-c", "/"],

@@ -9,16 +9,7 @@ import pytest
 from orchestrator.tmux import layout, packing
 from orchestrator.tmux.layout import PaneRef
 from orchestrator.tmux.packing import AgentWindow, Packing
-
-
-def _commands(argv: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    for arg in argv:
-        if arg == ";":
-            commands.append([])
-        else:
-            commands[-1].append(arg)
-    return commands
+from tests.tmux.conftest import split_chain
 
 
 def _panes(count: int) -> list[layout.NewPane]:
@@ -29,7 +20,7 @@ def _creates(argv: list[str]) -> list[tuple[str, str, str]]:
     """Each pane-making command: what it is, its target, its pane's last argument."""
     return [
         (c[0], c[c.index("-t") + 1], c[-1])
-        for c in _commands(argv)
+        for c in split_chain(argv)
         if c[0] in ("split-window", "new-window", "kill-pane")
     ]
 
@@ -45,7 +36,7 @@ def test_panes_opened_together_fill_the_window_then_new_ones_by_name() -> None:
         ("split-window", "=s:=agents-2", "2"),
         ("new-window", "=s:", "3"),
     ]
-    creates = [c for c in _commands(argv) if c[0] in ("split-window", "new-window")]
+    creates = [c for c in split_chain(argv) if c[0] in ("split-window", "new-window")]
     assert all(c[-6:-3] == ["-P", "-F", layout.REF_FORMAT] for c in creates)
     assert after == Packing(
         (
@@ -143,13 +134,15 @@ def test_a_split_that_failed_goes_to_a_new_window() -> None:
 
 def test_read_packing_keeps_agents_windows_and_their_panes() -> None:
     text = (
-        "@0\tsupervisor\t%0\n@1\tagents-1\t%1\n@1\tagents-1\t%2\n"
-        "@5\tagents-3\t%7\n@6\tnotes\t%8\n@7\tagents-x\t%9\n"
+        "@0\tsupervisor\t%0\tkairo-orch watch\n@1\tagents-1\t%1\tpython run a/1/runner.json\n"
+        "@1\tagents-1\t%2\tpython\tx\n@5\tagents-3\t%7\t\n@6\tnotes\t%8\tvi\n@7\tagents-x\t%9\tsh\n"
     )
 
     assert packing.read_packing(text) == Packing(
         (AgentWindow(1, ("%1", "%2"), "@1"), AgentWindow(3, ("%7",), "@5"))
     )
+    commands = packing.start_commands(text)
+    assert commands["%1"] == "python run a/1/runner.json" and commands["%2"] == "python\tx"
 
 
 def test_closing_panes_tiles_the_windows_left_and_drops_the_empty_ones() -> None:
@@ -157,7 +150,7 @@ def test_closing_panes_tiles_the_windows_left_and_drops_the_empty_ones() -> None
 
     argv = packing.close_panes_argv("s", current, ["%1", "%3"])
 
-    assert _commands(argv) == [
+    assert split_chain(argv) == [
         ["kill-pane", "-t", "%1"],
         ["kill-pane", "-t", "%3"],
         ["select-layout", "-t", "@1", "tiled"],
@@ -194,7 +187,7 @@ def test_a_long_run_keeps_its_windows_bounded(seed: int) -> None:
         argv, after = packing.open_panes_argv(
             "s", current, _panes(opening), per_window, windows_at_most=bound, recyclable=ended
         )
-        closed = [c[2] for c in _commands(argv) if c[0] == "kill-pane"]
+        closed = [c[2] for c in split_chain(argv) if c[0] == "kill-pane"]
         assert not set(closed) & set(running)
         ended = [p for p in ended if p not in closed]
         refs = []

@@ -75,7 +75,7 @@ class MemoryHost:
         command: Sequence[str],
         cwd: Path,
         max_parallel: int | None = None,
-        recyclable: Sequence[str] = (),
+        recyclable: Mapping[str, str] | None = None,
     ) -> PaneRef:
         assert self.nursery is not None, "the world is not running"
         spec_path = command[-1]  # runner_argv ends with it
@@ -86,7 +86,8 @@ class MemoryHost:
         # pane closed to make room (no await between the count and the open, as the
         # real one holds a lock).
         if max_parallel is not None and len(self.open_panes) >= windows_needed(max_parallel, 1):
-            await self.close_panes(session, [p for p in recyclable if p in self.open_panes][:1])
+            ours = [p for p in recyclable or {} if p in self.open_panes]
+            await self.close_panes(session, {p: self.panes[p] for p in ours[:1]})
         self.most_open = max(self.most_open, len(self.open_panes) + 1)
         pane_id = f"%{len(self.panes) + 1}"
         self.panes[pane_id] = spec_path
@@ -115,10 +116,11 @@ class MemoryHost:
         runner.ended.set()
         await self.signal(spec["wake_channel"])
 
-    async def close_panes(self, session: str, pane_ids: Sequence[str]) -> None:
-        for pane_id in pane_ids:
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        for pane_id, spec_path in panes.items():
+            assert self.panes[pane_id] == spec_path, f"{pane_id} is not {spec_path}'s pane"
             # Closing the pane of an agent that still runs would kill its runner: a bug.
-            assert self.panes[pane_id] not in self._running, f"{pane_id} still runs"
+            assert spec_path not in self._running, f"{pane_id} still runs"
             self.open_panes.discard(pane_id)
             self.closed_panes.append(pane_id)
 
