@@ -101,3 +101,36 @@ def test_an_ended_pane_closes_after_the_grace_period_while_others_run(
         time.sleep(0.05)
     assert titles() == ["slow · running"]
     assert kairo.json("status")["status"] == "RUNNING"
+
+
+def test_the_live_view_pages_with_its_keys(kairo: Kairo, repo: Path) -> None:
+    ids = [f"p{i:02d}" for i in range(20)]
+    plan = kairo.write_plan(
+        "version: 1\nname: pages\nmax_parallel: 2\n"
+        "agent: {kind: shell, run: 'sleep 20; echo x > $KAIRO_SUBTASK_ID.txt'}\n"
+        "subtasks:\n" + "".join(f"  - id: {sid}\n" for sid in ids)
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    view = f"={kairo.json('status')['tmux_session']}:supervisor"
+    # a window of 14 lines, a pane of 13 under its border: 6 subtasks a page (cli/watch.py
+    # keeps 7 lines for the rest)
+    assert kairo.tmux("resize-window", "-t", view, "-y", "14").returncode == 0
+
+    def shows(text: str) -> str:
+        deadline = time.monotonic() + 60
+        while text not in (screen := kairo.tmux("capture-pane", "-p", "-t", view).stdout):
+            assert time.monotonic() < deadline, f"the live view never showed {text!r}:\n{screen}"
+            time.sleep(0.1)
+        return screen
+
+    screen = shows("20 subtasks: 18 pending, 2 running  page 1/4 (n or space: next, p: previous)")
+    lines = screen.splitlines()
+    rows = lines[next(i for i, line in enumerate(lines) if line.startswith("subtask")) + 1 :]
+    assert [row.split()[1] for row in rows[:3]] == ["running", "running", "pending"]
+    kairo.tmux("send-keys", "-t", view, "n")
+    assert shows("page 2/4")
+    kairo.tmux("send-keys", "-t", view, "n", "n", "n")  # no further than the last page
+    assert shows("page 4/4")
+    kairo.tmux("send-keys", "-t", view, "p")
+    assert shows("page 3/4")
+    assert kairo.json("status")["status"] == "RUNNING"  # all of it while agents ran
