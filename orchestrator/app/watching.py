@@ -4,7 +4,7 @@ live view of `watch`). Light: no trio."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,15 @@ class Look:
     ended: bool
 
 
-def follow(repo: Path, store_url: str | None, execution: str) -> Iterator[Look]:
-    """The execution's status every REFRESH_SECONDS, reading only what was appended since
-    the last look, until (and including) the look that finds it ended."""
+def follow(
+    repo: Path,
+    store_url: str | None,
+    execution: str,
+    pause: Callable[[float], None] = time.sleep,
+) -> Iterator[Look]:
+    """The execution's status every REFRESH_SECONDS (`pause` may end a wait early: a key
+    pressed), reading only what was appended since the last look, until (and including)
+    the look that finds it ended."""
     with open_project(repo, store_url, create=False) as project:
         execution_id = project.resolve(execution)
         state = project.state(execution_id)
@@ -53,4 +59,4 @@ def follow(repo: Path, store_url: str | None, execution: str) -> Iterator[Look]:
             yield Look(project.document(state, row), ended=state.ended is not None)
             if state.ended:
                 return
-            time.sleep(REFRESH_SECONDS)
+            pause(REFRESH_SECONDS)

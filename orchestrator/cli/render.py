@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.ids import short_id
+from orchestrator.core.views import ACTIVE
 
 _STATE_STYLE = {
     "merged": "green",
@@ -65,7 +66,9 @@ def shown_subtasks(
     return shown, left
 
 
-def status_table(subtasks: list[dict[str, Any]]) -> Table:
+def status_table(subtasks: list[dict[str, Any]], *, run_root: str | None = None) -> Table:
+    """`run_root`: each ended subtask's row names its agent's output file under it (the
+    live view, whose agent panes are closed a while after their attempts end)."""
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for column in ("subtask", "state", "attempts", "tokens (cost)", "reason / worktree"):
         table.add_column(column)
@@ -80,6 +83,10 @@ def status_table(subtasks: list[dict[str, Any]]) -> Table:
             detail = f"API{status}: {running['api_retries']} retries so far{detail}"
         if item["worktree"]:  # a running subtask's, or one kept to look at what went wrong
             detail = f"{detail}; worktree {item['worktree']}" if detail else item["worktree"]
+        output = item.get("output")
+        if run_root and output and item["state"] not in ACTIVE:
+            output = f"output {output.removeprefix(run_root.rstrip('/') + '/')}"
+            detail = f"{detail}; {output}" if detail else output
         table.add_row(
             item["id"], styled(item["state"]), str(item["attempts"]), _usage(item), detail
         )

@@ -77,3 +77,12 @@ def wake_channel_prefix(execution_id: str) -> str:
 def live_view_channel(execution_id: str) -> str:
     """The `tmux wait-for` channel on which the supervisor lets its live view start."""
     return f"kairo-live-{execution_id.lower()}"
+
+
+#: Where the in-pane runner copies all an agent printed, in its attempt's run directory:
+#: the pane itself is closed a while after the attempt ended (runtime/closing_panes.py).
+OUTPUT_LOG = "output.log"
+
+
+def attempt_output(run_dir: str) -> str:
+    return f"{run_dir.rstrip('/')}/{OUTPUT_LOG}"

@@ -10,8 +10,10 @@ from typing import Any
 
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.ids import attempt_output
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
+from orchestrator.core.status import last_output
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
@@ -42,6 +44,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             **entry(v),
             "worktree": v.worktree,
             "conflicts": [c.model_dump(mode="json", by_alias=True) for c in v.conflicts],
+            "output": last_output(v),
         }
         for v in views
         if v.state == "conflicted"
@@ -53,6 +56,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
             "reason": sentence_or_none(v.reason),
             "worktree": v.worktree,
             "output_tail": _output_tail(v),
+            "output": last_output(v),
         }
         for v in views
         if v.state in ("failed", "skipped", "stopped")
@@ -64,6 +68,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         "base_commit": created.base_commit,
         "integration_branch": created.integration_branch,
         "integration_head": state.integration_head,
+        "run_root": created.run_root,
         "merged": merged,
         "conflicted": conflicted,
         "failed": [u for u in unfinished if u["state"] == "failed"],
@@ -118,6 +123,7 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
         "refusals": refusals_in_words(attempt),
         "in_submodules": list(attempt.in_submodules),
         "resumed_session": attempt.resumed_session,
+        "output": attempt_output(attempt.run_dir),
     }
 
 
@@ -185,6 +191,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         spenders = sorted(usage["subtasks"].items(), key=lambda item: -item[1]["tokens"])
         spent = [f"{sid} {u['tokens']:,}" for sid, u in spenders if u["tokens"]]
         lines.append(f"- tokens: {usage['tokens']:,}{cost}: {_some(spent, IN_A_LINE)}")
+    if report["attempts"]:
+        lines.append(f"- agent output: `{report['run_root']}/<subtask>/<attempt>/output.log`")
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"][:MERGES_LISTED]:
@@ -209,12 +217,16 @@ def to_markdown(report: dict[str, Any]) -> str:
                 lines.append(f"  - `{conflict['path']}` ({conflict['kind']}) with {others}")
             if item["worktree"]:
                 lines.append(f"  - worktree kept at `{item['worktree']}`")
+            if item["output"]:
+                lines.append(f"  - agent output in `{item['output']}`")
     for title, key in (("Failed", "failed"), ("Skipped", "skipped"), ("Stopped", "stopped")):
         if report[key]:
             lines += ["", f"## {title}", ""]
             for item in report[key]:
                 where = f" (worktree `{item['worktree']}`)" if item["worktree"] else ""
                 lines.append(f"- **{item['id']}**: {item['reason']}{where}")
+                if item["output"]:
+                    lines.append(f"  - agent output in `{item['output']}`")
                 if item["output_tail"]:
                     lines += [
                         "",

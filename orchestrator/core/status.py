@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.ids import attempt_output
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.state import ExecutionState
+from orchestrator.core.views import SubtaskView
 
 
 def effective_status(state: ExecutionState, *, supervisor_alive: bool) -> str:
@@ -38,6 +40,7 @@ def status_document(
         "integration_head": state.integration_head,
         "tmux_session": created.tmux_session,
         "tmux_socket": created.tmux_socket,
+        "run_root": created.run_root,
         # Only a live one's: the pid of a supervisor that has exited may be another process's.
         "supervisor_pid": state.supervisor_pid if status == "RUNNING" else None,
         "stopping": state.stop if status == "RUNNING" else None,
@@ -60,6 +63,7 @@ def status_document(
                 "session_id": view.session_id,
                 "reason": sentence_or_none(view.reason),
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
+                "output": last_output(view),
             }
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
@@ -67,3 +71,9 @@ def status_document(
     if state.anomalies:  # only then: a log that holds none is described as it always was
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
     return document
+
+
+def last_output(view: SubtaskView) -> str | None:
+    """The file that holds all its last attempt's agent printed (its pane may be closed)."""
+    attempt = view.current_attempt
+    return attempt_output(attempt.run_dir) if attempt is not None else None

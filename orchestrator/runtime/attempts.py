@@ -21,6 +21,7 @@ from agents.registry import adapter_for
 from agents.runner import runner_argv
 from agents.usage import USAGE_FILE, usage_records
 from orchestrator.core.events import AttemptExited, Refusal
+from orchestrator.core.ids import OUTPUT_LOG
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
@@ -49,7 +50,7 @@ class RunFiles:
 
     @property
     def output(self) -> Path:
-        return self.directory / "output.log"
+        return self.directory / OUTPUT_LOG
 
     @property
     def started(self) -> Path:

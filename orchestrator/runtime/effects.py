@@ -32,6 +32,7 @@ from orchestrator.runtime.attempts import (
     write_attempt_files,
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
+from orchestrator.runtime.closing_panes import ended_panes
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
 from orchestrator.runtime.integration import merge_subtasks, verify_integration
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
@@ -217,7 +218,13 @@ async def _open_agent_pane(
     more too when another pane's call has just opened it again)."""
     session = state.created.tmux_session
     open_pane = functools.partial(
-        edges.panes.open_agent_pane, session, title=f"{sid} · running", command=command, cwd=cwd
+        edges.panes.open_agent_pane,
+        session,
+        title=f"{sid} · running",
+        command=command,
+        cwd=cwd,
+        max_parallel=state.plan.max_parallel,
+        recyclable=ended_panes(state),
     )
     try:
         return await open_pane()

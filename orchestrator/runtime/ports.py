@@ -88,8 +88,24 @@ class Panes(Protocol):
     """The execution's tmux server: agent panes, their titles, and `wait-for` wake-ups."""
 
     async def open_agent_pane(
-        self, session: str, *, title: str, command: Sequence[str], cwd: Path
-    ) -> PaneRef: ...
+        self,
+        session: str,
+        *,
+        title: str,
+        command: Sequence[str],
+        cwd: Path,
+        max_parallel: int | None = None,
+        recyclable: Mapping[str, str] | None = None,
+    ) -> PaneRef:
+        """With `max_parallel`, the agents' windows are kept to those that many agents
+        need and one more: one of the `recyclable` panes (of ended attempts, oldest first:
+        each id and its runner's spec) is closed to make room where every window is full."""
+        ...
+
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        """Close these panes (each id and its runner's spec, which its command must name:
+        ids are reused by a tmux server started again); one already gone is no error."""
+        ...
 
     async def has_session(self, name: str) -> bool: ...
 

@@ -26,6 +26,7 @@ from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
+from orchestrator.runtime.closing_panes import close_ended_panes, pane_grace
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
@@ -110,6 +111,7 @@ async def _loop(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(journal.keep_lease, "RUNNING")
         nursery.start_soon(stop_on_signals, journal, signals)
+        nursery.start_soon(close_ended_panes, journal, edges.panes, pane_grace(edges.environment))
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()

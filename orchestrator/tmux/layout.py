@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 # The border shows our own title: an agent's output goes to the pane verbatim, and an
 # escape sequence in it may rename the pane, but not this user option.
@@ -43,24 +43,6 @@ class PaneInfo:
     pid: int
     title: str
     dead: bool  # tmux's view; it can lag (zombie panes): the runner's exit file is the truth
-
-
-@dataclass(frozen=True, slots=True)
-class AgentWindow:
-    """The window that new agent panes go into, as far as this process knows."""
-
-    window_id: str
-    name: str
-    panes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Packing:
-    """Where new agent panes go: the newest agents window if it has room, and the number
-    the next new window gets."""
-
-    window: AgentWindow | None
-    next_number: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,58 +176,11 @@ def respawn_pane_argv(session: str, window: str, command: Sequence[str]) -> Comm
     return chain(["respawn-pane", "-k", "-t", target, "--", *pane_command(command)])
 
 
-def open_panes_argv(
-    session: str, packing: Packing, panes: Sequence[NewPane], panes_per_window: int
-) -> tuple[Command, Packing]:
-    """One tmux argv opening `panes` in order, `panes_per_window` to a window: the rest of
-    `packing`'s window first, then new windows. Each pane prints its REF_FORMAT line.
-
-    Also the packing after it. A window it creates is targeted by name (its id is known
-    only once tmux has made it), and so is the packing's window when it is a new one.
-    """
-    commands: list[Command] = []
-    for pane in panes:
-        window, number = packing.window, packing.next_number
-        if has_room(packing, panes_per_window):
-            assert window is not None
-            commands += split_commands(window.window_id, pane)
-            packing = Packing(AgentWindow(window.window_id, window.name, window.panes + 1), number)
-        else:
-            name = f"{AGENT_WINDOW_PREFIX}{number}"
-            commands += new_window_commands(session, name, pane)
-            packing = Packing(AgentWindow(window_target(session, name), name, 1), number + 1)
-    return chain(*commands), packing
-
-
-def has_room(packing: Packing, panes_per_window: int) -> bool:
-    """Whether the next pane goes into the packing's window rather than a new one."""
-    return packing.window is not None and packing.window.panes < panes_per_window
-
-
 def pane_command(command: Sequence[str]) -> list[str]:
     if not command:
         raise ValueError("a pane needs an explicit command; tmux would start a login shell")
     # tmux hands a lone argument to default-shell -c; have /bin/sh exec it literally instead.
     return list(command) if len(command) > 1 else ["/bin/sh", "-c", 'exec "$0"', command[0]]
-
-
-WINDOW_FORMAT = "#{window_id}\t#{window_name}\t#{window_panes}"
-
-
-def next_window(windows: str, panes_per_window: int) -> Packing:
-    """From `list-windows -F WINDOW_FORMAT`: the newest agents window if it has room, and
-    the number the next new one gets."""
-    newest: AgentWindow | None = None
-    number = 0
-    for line in windows.splitlines():
-        window_id, name, panes = line.split("\t")
-        suffix = name.removeprefix(AGENT_WINDOW_PREFIX)
-        if name.startswith(AGENT_WINDOW_PREFIX) and suffix.isdigit() and int(suffix) > number:
-            number = int(suffix)
-            newest = AgentWindow(window_id, name, int(panes))
-    if newest is not None and newest.panes >= panes_per_window:
-        newest = None
-    return Packing(newest, number + 1)
 
 
 PANE_FORMAT = f"#{{pane_id}}\t#{{pane_pid}}\t#{{pane_dead}}\t#{{{TITLE_OPTION}}}\t#{{pane_title}}"
@@ -272,9 +207,3 @@ def parse_version(text: str) -> tuple[int, int]:
             return (99, 0)
         raise ValueError(f"cannot read a tmux version from {text.strip()!r}")
     return int(match[1]), int(match[2])
-
-
-def placed(after: Packing, last: PaneRef) -> Packing:
-    """The packing once its last pane has opened, its window named by the id tmux gave."""
-    assert after.window is not None
-    return Packing(replace(after.window, window_id=last.window_id), after.next_number)

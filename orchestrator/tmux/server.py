@@ -3,13 +3,12 @@
 The supervisor is not inside tmux and does not need libtmux's object model on its hot
 path: a libtmux split, layout and title run about nine tmux processes, where
 `open_agent_pane` chains the same work into one, several times faster. The argv is built in `layout`
-(pure); this module runs it, turns failures into `StepFailed` or `EnvironmentProblem`, and
-remembers where the next agent pane goes.
+(pure); this module runs it and turns failures into `StepFailed` or `EnvironmentProblem`;
+where agent panes go, and which are closed, is `agent_panes`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,8 +19,9 @@ import structlog
 import trio
 
 from orchestrator.errors import EnvironmentProblem, StepFailed
-from orchestrator.tmux import layout
-from orchestrator.tmux.layout import Packing, PaneInfo, PaneRef
+from orchestrator.tmux import layout, packing
+from orchestrator.tmux.agent_panes import AgentPanes, Placing
+from orchestrator.tmux.layout import PaneInfo, PaneRef
 from orchestrator.tmux.waiters import waited_channels
 
 log = structlog.get_logger(__name__)
@@ -35,19 +35,6 @@ _KILL_SERVER_TIMEOUT: Final = 5.0
 _RELEASE_GRACE: Final = 1.0
 
 __all__ = ["PaneInfo", "PaneRef", "TmuxServer"]
-
-
-@dataclasses.dataclass(slots=True)
-class _PaneRequest:
-    """An agent pane asked for, and once its tmux call is over, where it opened or why not."""
-
-    pane: layout.NewPane
-    ref: PaneRef | None = None
-    error: BaseException | None = None
-
-    @property
-    def answered(self) -> bool:
-        return self.ref is not None or self.error is not None
 
 
 class TmuxServer:
@@ -74,13 +61,7 @@ class TmuxServer:
         # Without -L a client inside tmux follows $TMUX to whatever server that is; the
         # contract (cli.md) says the default server, so $TMUX is not passed on.
         self._env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-        self._lock = trio.Lock()
-        self._packing: dict[str, Packing] = {}
-        self._queued: dict[str, list[_PaneRequest]] = {}
-        # The title each pane was last given here: the supervisor retitles after every
-        # event, and most leave the title as it was (one tmux client each, for nothing).
-        # Only we write @kairo_title, which the border shows, so nobody else changes it.
-        self._titles: dict[str, str] = {}
+        self._agents = AgentPanes(self._run, self._run_raw)
 
     def __repr__(self) -> str:
         return f"TmuxServer(socket_name={self.socket_name!r})"
@@ -113,10 +94,9 @@ class TmuxServer:
             height=height,
             environment=environment,
         )
-        self._packing.pop(name, None)
+        self._agents.forget(name)
         pane_id = (await self._run(argv)).strip()
-        # A new session has no agents window: its first panes need not ask tmux where to go.
-        self._packing[name] = Packing(None, 1)
+        self._agents.forget(name, new=True)
         log.info("tmux_session_created", session=name, pane_id=pane_id)
         return pane_id
 
@@ -128,123 +108,37 @@ class TmuxServer:
         command: Sequence[str],
         cwd: StrPath,
         panes_per_window: int = 4,
+        max_parallel: int | None = None,
+        recyclable: Mapping[str, str] | None = None,
     ) -> PaneRef:
-        """A new pane running `command`, packed `panes_per_window` to an 'agents-N' window.
+        """A new pane running `command`, packed `panes_per_window` to an 'agents-N' window
+        (packing.py says which).
 
-        Calls are serialized (each places its pane from where the last one put its own),
-        and those that queue up behind one go together in the next tmux call: in a fan-out
-        panes are asked for faster than tmux opens them one call each (one more pane
-        chained into a call costs a tenth of a call of its own). The first call for a
-        session in this process first asks where earlier agent windows are (a resumed
-        supervisor keeps filling the last one).
+        With `max_parallel`, the agents that run at once, the windows are kept to those
+        they need and one more: where every window is full, one of the `recyclable` panes
+        (of attempts that ended, oldest first: each id and what its command names, which
+        it must name to be closed) is closed to make room. Panes asked for while a call is
+        under way are opened together in the next one.
         """
         if panes_per_window < 1:
             raise ValueError("panes_per_window must be at least 1")
-        request = _PaneRequest(layout.NewPane(title, list(command), os.fspath(cwd)))
-        self._queued.setdefault(session, []).append(request)
-        try:
-            async with self._lock:
-                if not request.answered:  # nobody took it along: it leads the next call
-                    await self._open_queued(session, self._queued.pop(session), panes_per_window)
-        finally:
-            queued = self._queued.get(session, [])
-            if not request.answered and request in queued:
-                queued.remove(request)  # cancelled while it queued: it was never asked for
-        if request.error is not None:
-            raise request.error
-        assert request.ref is not None
-        return request.ref
-
-    async def _open_queued(
-        self, session: str, batch: list[_PaneRequest], panes_per_window: int
-    ) -> None:
-        """Answer every request of `batch`, in one tmux call while that goes well."""
-        try:
-            if len(batch) > 1:
-                await self._open_together(session, batch, panes_per_window)
-            for request in batch:
-                if not request.answered:  # alone, or left over from a call that failed
-                    try:
-                        request.ref = await self._open_agent_pane(
-                            session, request.pane, panes_per_window
-                        )
-                    except (StepFailed, EnvironmentProblem) as error:
-                        request.error = error
-        except BaseException:
-            # Cancelled or failed midway, a pane may exist or not: ask tmux next time.
-            self._packing.pop(session, None)
-            for request in batch:
-                if not request.answered:
-                    request.error = StepFailed("opening its tmux pane was cut short")
-            raise
-        for request in batch:
-            if request.ref is not None:
-                self._titles[request.ref.pane_id] = request.pane.title
-
-    async def _open_together(
-        self, session: str, batch: list[_PaneRequest], panes_per_window: int
-    ) -> None:
-        """Open `batch`'s panes in one call. tmux skips the rest of a chain at a failing
-        command, so the panes it printed are the first ones asked for; the others are left
-        to be opened one by one, from where tmux says the windows now are."""
-        packing = await self._current_packing(session, panes_per_window)
-        argv, after = layout.open_panes_argv(
-            session, packing, [request.pane for request in batch], panes_per_window
+        needed = (
+            None if max_parallel is None else packing.windows_needed(max_parallel, panes_per_window)
         )
-        result = await _run_client([*self._prefix, *argv], tmux_bin=self.tmux_bin, env=self._env)
-        lines = result.stdout.decode(errors="replace").splitlines()
-        refs = [layout.parse_pane_ref(line) for line in lines if line.strip()]
-        for request, ref in zip(batch, refs, strict=False):
-            request.ref = ref
-        if result.returncode == 0 and len(refs) == len(batch):
-            self._packing[session] = layout.placed(after, refs[-1])
-        else:
-            reason = result.stderr.decode(errors="replace").strip()
-            log.warning("tmux_panes_opened_in_part", opened=len(refs), of=len(batch), error=reason)
-            self._packing.pop(session, None)
-        log.info("tmux_panes_opened", pane_ids=[ref.pane_id for ref in refs])
+        placing = Placing(panes_per_window, needed, tuple((recyclable or {}).items()))
+        pane = layout.NewPane(title, list(command), os.fspath(cwd))
+        return await self._agents.open(session, pane, placing)
 
-    async def _open_agent_pane(
-        self, session: str, pane: layout.NewPane, panes_per_window: int
-    ) -> PaneRef:
-        packing = await self._current_packing(session, panes_per_window)
-        argv, after = layout.open_panes_argv(session, packing, [pane], panes_per_window)
-        try:
-            ref = layout.parse_pane_ref(await self._run(argv))
-        except StepFailed as error:
-            if not layout.has_room(packing, panes_per_window):
-                raise
-            # The window was closed behind our back, or has no room left at the client's
-            # size: the pane goes into a fresh window instead.
-            log.warning("tmux_split_failed", error=error.message)
-            packing = Packing(None, packing.next_number)
-            argv, after = layout.open_panes_argv(session, packing, [pane], panes_per_window)
-            ref = layout.parse_pane_ref(await self._run(argv))
-        self._packing[session] = layout.placed(after, ref)
-        log.info("tmux_pane_opened", pane_id=ref.pane_id, window_id=ref.window_id)
-        return ref
-
-    async def _current_packing(self, session: str, panes_per_window: int) -> Packing:
-        packing = self._packing.get(session)
-        if packing is None:
-            target = layout.session_target(session)
-            text = await self._run(["list-windows", "-t", target, "-F", layout.WINDOW_FORMAT])
-            packing = self._packing[session] = layout.next_window(text, panes_per_window)
-        return packing
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        """Close agent panes of `session`, each id with what its command names (a pane
+        whose command does not name it is left alone); their windows go with their last
+        pane, and a pane already gone is not an error."""
+        await self._agents.close(session, tuple(panes.items()))
 
     async def set_pane_title(self, pane_id: str, title: str) -> None:
         """Retitle a pane (not again with the title it has). A pane that is gone is not an
         error: a title is cosmetic."""
-        if self._titles.get(pane_id) == title:
-            return
-        try:
-            await self._run(layout.chain(*layout.title_commands(["-t", pane_id], title)))
-        except StepFailed as error:
-            if "can't find pane" not in error.message:
-                raise
-            log.info("tmux_pane_gone", pane_id=pane_id)
-        else:
-            self._titles[pane_id] = title
+        await self._agents.set_title(pane_id, title)
 
     async def respawn_pane(self, session: str, window: str, command: Sequence[str]) -> None:
         """Start `command` afresh in the pane of `session`'s `window`."""
@@ -258,7 +152,7 @@ class TmuxServer:
 
     async def kill_session(self, name: str) -> None:
         """Kill session `name` and its panes; nothing to do if it does not exist."""
-        self._packing.pop(name, None)
+        self._agents.forget(name)
         try:
             await self._run(["kill-session", "-t", layout.session_target(name)])
         except StepFailed:
@@ -323,7 +217,7 @@ class TmuxServer:
 
         Nothing to do if no server runs.
         """
-        self._packing.clear()
+        self._agents.forget_all()
         text = await self._run_if_serving(["display-message", "-p", "#{pid}", ";", "kill-server"])
         if text is None:
             return
@@ -343,6 +237,9 @@ class TmuxServer:
             if any(marker in error.message for marker in _NO_SERVER):
                 return None
             raise
+
+    async def _run_raw(self, args: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+        return await _run_client([*self._prefix, *args], tmux_bin=self.tmux_bin, env=self._env)
 
     async def _run(
         self,

@@ -46,6 +46,17 @@ async def tmux(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TmuxServer]:
         yield server
 
 
+def split_chain(argv: list[str]) -> list[list[str]]:
+    """The commands of a chained tmux argv (layout.chain), one list each."""
+    commands: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == ";":
+            commands.append([])
+        else:
+            commands[-1].append(arg)
+    return commands
+
+
 async def tmux_out(server: TmuxServer, *args: str) -> str:
     """Raw tmux on the test's server, for looking at what the code under test did."""
     assert server.socket_name is not None  # never the default server

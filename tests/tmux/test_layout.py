@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.tmux import layout
-from orchestrator.tmux.layout import AgentWindow, Packing, PaneInfo, PaneRef
+from orchestrator.tmux.layout import PaneInfo, PaneRef
+from tests.tmux.conftest import split_chain
 
 
 def test_an_argument_ending_in_a_semicolon_cannot_end_the_command() -> None:
@@ -48,20 +49,10 @@ def test_split_sets_the_title_of_the_new_pane_and_tiles() -> None:
     ]
 
 
-def _commands(argv: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    for arg in argv:
-        if arg == ";":
-            commands.append([])
-        else:
-            commands[-1].append(arg)
-    return commands
-
-
 def test_new_window_is_detached_and_targets_its_pane_by_name() -> None:
     pane = layout.NewPane("t", ["run", "x"], "/w")
     argv = layout.chain(*layout.new_window_commands("s", "agents-2", pane))
-    create, *options, title, our_title = _commands(argv)
+    create, *options, title, our_title = split_chain(argv)
 
     assert create == [
         *["new-window", "-d", "-t", "=s:", "-n", "agents-2", "-c", "/w"],
@@ -70,36 +61,6 @@ def test_new_window_is_detached_and_targets_its_pane_by_name() -> None:
     assert ["set-option", "-w", "-t", "=s:=agents-2", "remain-on-exit", "on"] in options
     assert title == ["select-pane", "-t", "=s:=agents-2", "-T", "t"]
     assert our_title == ["set-option", "-p", "-t", "=s:=agents-2", layout.TITLE_OPTION, "t"]
-
-
-def test_panes_opened_together_fill_the_window_then_new_ones_by_name() -> None:
-    panes = [layout.NewPane(f"t{i}", ["run", str(i)], "/w") for i in range(4)]
-    packing = Packing(AgentWindow("@3", "agents-1", 3), 2)
-
-    argv, after = layout.open_panes_argv("s", packing, panes, panes_per_window=2)
-
-    creates = [c for c in _commands(argv) if c[0] in ("split-window", "new-window")]
-    assert [(c[0], c[c.index("-t") + 1], c[-1]) for c in creates] == [
-        ("new-window", "=s:", "0"),  # agents-1 is full at 2 panes
-        ("split-window", "=s:=agents-2", "1"),
-        ("new-window", "=s:", "2"),
-        ("split-window", "=s:=agents-3", "3"),
-    ]
-    assert all(c[-6:-3] == ["-P", "-F", layout.REF_FORMAT] for c in creates)
-    assert after == Packing(AgentWindow("=s:=agents-3", "agents-3", 2), 4)
-
-
-def test_panes_opened_together_split_a_window_with_room_first() -> None:
-    panes = [layout.NewPane("t", ["run"], "/w")] * 2
-    argv, after = layout.open_panes_argv(
-        "s", Packing(AgentWindow("@3", "agents-1", 3), 2), panes, 4
-    )
-
-    assert [c[:3] for c in _commands(argv) if c[0].endswith("window")] == [
-        ["split-window", "-t", "@3"],
-        ["new-window", "-d", "-t"],
-    ]
-    assert after == Packing(AgentWindow("=s:=agents-2", "agents-2", 1), 3)
 
 
 def test_new_session_sets_its_options_in_the_same_call() -> None:
@@ -113,7 +74,7 @@ def test_new_session_sets_its_options_in_the_same_call() -> None:
         height=8,
         environment={"A": "1"},
     )
-    create, *options = _commands(argv)
+    create, *options = split_chain(argv)
 
     assert create == [
         *["new-session", "-d", "-s", "s", "-n", "w", "-x", "9", "-y", "8", "-c", "/"],
@@ -128,14 +89,6 @@ def test_respawn_pane_escapes_its_arguments() -> None:
     argv = layout.respawn_pane_argv("s", "w", ["c", "ends;"])
 
     assert argv == ["respawn-pane", "-k", "-t", "=s:=w", "--", "c", "ends\\;"]
-
-
-def test_next_window_fills_the_newest_agents_window() -> None:
-    text = "@0\tsupervisor\t1\n@1\tagents-1\t4\n@4\tagents-2\t3\n@5\tnotes\t1\n"
-    assert layout.next_window(text, 4) == Packing(AgentWindow("@4", "agents-2", 3), 3)
-    assert layout.next_window(text, 3) == Packing(None, 3)
-    assert layout.next_window("@0\tsupervisor\t1\n", 4) == Packing(None, 1)
-    assert layout.next_window("@0\tagents-x\t1\n@2\tagents-10\t1\n", 4).next_number == 11
 
 
 def test_parse_panes_prefers_our_title() -> None:

@@ -7,6 +7,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -98,13 +99,19 @@ async def test_six_agent_panes_pack_four_and_two_with_titles(
 
 
 async def _open_at_once(
-    tmux: TmuxServer, cwd: Path, count: int, command: Callable[[int], list[str]] = lambda _: IDLE
+    tmux: TmuxServer,
+    cwd: Path,
+    count: int,
+    command: Callable[[int], list[str]] = lambda _: IDLE,
+    **placing: Any,
 ) -> dict[int, PaneRef]:
     """`count` agent panes asked for from as many tasks at once, by number (titles t0...)."""
     refs: dict[int, PaneRef] = {}
 
     async def open_one(i: int) -> None:
-        refs[i] = await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=command(i), cwd=cwd)
+        refs[i] = await tmux.open_agent_pane(
+            "kairo-t", title=f"t{i}", command=command(i), cwd=cwd, **placing
+        )
 
     async with trio.open_nursery() as nursery:
         for i in range(count):
@@ -144,7 +151,7 @@ async def test_panes_asked_for_at_once_open_in_one_tmux_call(
     refs = await _open_at_once(counted, tmp_path, 10, command=lambda i: [*IDLE, str(i)])
 
     # where the windows are, then every pane in one call
-    assert calls.read_text().splitlines() == ["list-windows -t =kairo-t", "new-window -d -t"]
+    assert calls.read_text().splitlines() == ["list-panes -s -t", "new-window -d -t"]
     assert await _windows(tmux, "kairo-t") == [
         ("supervisor", 1),
         ("agents-1", 4),
@@ -215,7 +222,95 @@ async def test_a_window_closed_behind_our_back_gets_replaced(
     second = await tmux.open_agent_pane("kairo-t", title="b", command=IDLE, cwd=tmp_path)
 
     assert second.window_id != first.window_id
-    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-2", 1)]
+    # its number is free again: the new window takes it
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 1)]
+
+
+def _agent(i: int) -> list[str]:
+    """An idle agent pane's command, which names it (`ours`) as a runner's names its spec."""
+    return ["/bin/sh", "-c", "exec sleep 600", f"agent-{i}."]
+
+
+def _ours(refs: list[PaneRef], *numbers: int) -> dict[str, str]:
+    """Panes `_open_in_turn` opened, by number, each with what its command names."""
+    return {refs[i].pane_id: f"agent-{i}." for i in numbers}
+
+
+async def _open_in_turn(tmux: TmuxServer, cwd: Path, count: int, **placing: Any) -> list[PaneRef]:
+    """`count` agent panes opened one after another (titles t0..., commands `_agent`)."""
+    return [
+        await tmux.open_agent_pane("kairo-t", title=f"t{i}", command=_agent(i), cwd=cwd, **placing)
+        for i in range(count)
+    ]
+
+
+async def test_closed_panes_go_and_their_emptied_window_with_them(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    refs = await _open_in_turn(tmux, tmp_path, 6)
+
+    await tmux.close_panes("kairo-t", _ours(refs, 1, 4, 5))
+
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 3)]
+    left = {p.pane_id for p in await tmux.list_panes("kairo-t")}
+    assert left >= {refs[i].pane_id for i in (0, 2, 3)} and len(left) == 4
+    # the hole in agents-1 is filled first, then agents-2 comes back
+    again = await _open_in_turn(tmux, tmp_path, 2)
+    assert again[0].window_id == refs[0].window_id
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 4), ("agents-2", 1)]
+
+
+async def test_closing_a_pane_already_gone_closes_the_others(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    refs = await _open_in_turn(tmux, tmp_path, 3)
+    await tmux_out(tmux, "kill-pane", "-t", refs[0].pane_id)  # by hand
+
+    await tmux.close_panes("kairo-t", _ours(refs, 0, 1))
+
+    assert [p.pane_id for p in await tmux.list_panes("kairo-t")][1:] == [refs[2].pane_id]
+    # nor is a closed pane retitled (a tmux call that would fail)
+    await tmux.set_pane_title(refs[1].pane_id, "t1 · merged")
+
+
+async def test_a_pane_whose_command_names_another_is_not_closed(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # A tmux server started again numbers its panes anew: the id an ended attempt's pane
+    # had may now be a running agent's. A new server object reads the commands from tmux.
+    await _session(tmux, tmp_path)
+    refs = await _open_in_turn(tmux, tmp_path, 2)
+    resumed = TmuxServer(tmux.socket_name)
+
+    await resumed.close_panes("kairo-t", {refs[0].pane_id: "agent-7.", **_ours(refs, 1)})
+
+    assert [p.pane_id for p in await tmux.list_panes("kairo-t")][1:] == [refs[0].pane_id]
+
+
+async def test_at_the_window_bound_an_ended_pane_makes_room(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    await _session(tmux, tmp_path)
+    # two agents at once, two panes a window: one window for them and one more
+    refs = await _open_in_turn(tmux, tmp_path, 4, panes_per_window=2, max_parallel=2)
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 2), ("agents-2", 2)]
+
+    ended = _ours(refs, 2, 0)  # oldest ended first
+    recycled = await _open_at_once(
+        tmux, tmp_path, 2, panes_per_window=2, max_parallel=2, recyclable=ended
+    )
+
+    left = {p.pane_id for p in await tmux.list_panes("kairo-t")}
+    assert refs[0].pane_id not in left and refs[2].pane_id not in left
+    assert {r.pane_id for r in recycled.values()} < left
+    assert await _windows(tmux, "kairo-t") == [("supervisor", 1), ("agents-1", 2), ("agents-2", 2)]
+    # without a pane to close, the bound gives way: a running agent's pane is never closed
+    await tmux.open_agent_pane(
+        "kairo-t", title="x", command=IDLE, cwd=tmp_path, panes_per_window=2, max_parallel=2
+    )
+    assert len(await _windows(tmux, "kairo-t")) == 4
 
 
 @pytest.mark.parametrize(

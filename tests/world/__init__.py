@@ -46,6 +46,8 @@ class World:
         #: The running supervisor's journal: a stop request goes in through it, as
         #: runtime/stopping.py appends one for a signal.
         self.journal_now: Journal | None = None
+        #: The supervisor's environment (KAIRO_PANE_GRACE, say).
+        self.environment: dict[str, str] = {}
 
     def edges(self) -> Edges:
         return Edges(
@@ -54,7 +56,7 @@ class World:
             repository=self.repository,
             panes=self.host,
             processes=self.host,
-            environment={},
+            environment=self.environment,
         )
 
     def create(self, plan: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import trio
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.processes import STOPPED, ShellResult
 from orchestrator.tmux.layout import PaneRef
+from orchestrator.tmux.packing import windows_needed
 from tests.world.repository import MemoryRepository, Tree
 
 #: An agent: given its worktree's files (to change in place) and its attempt's number,
@@ -52,6 +53,9 @@ class MemoryHost:
         self.nursery: trio.Nursery | None = None  # the world's, set while it runs
         self.panes: dict[str, str] = {}  # pane id -> its runner's spec path
         self.titles: dict[str, str] = {}
+        self.open_panes: set[str] = set()
+        self.closed_panes: list[str] = []  # in the order they were closed
+        self.most_open = 0  # the most panes open at once
         self.launched: list[tuple[str, int]] = []  # (subtask, attempt), in order
         self.shell_commands: list[str] = []
         self._running: dict[str, _Runner] = {}  # by spec path
@@ -64,16 +68,31 @@ class MemoryHost:
     # Panes
 
     async def open_agent_pane(
-        self, session: str, *, title: str, command: Sequence[str], cwd: Path
+        self,
+        session: str,
+        *,
+        title: str,
+        command: Sequence[str],
+        cwd: Path,
+        max_parallel: int | None = None,
+        recyclable: Mapping[str, str] | None = None,
     ) -> PaneRef:
         assert self.nursery is not None, "the world is not running"
         spec_path = command[-1]  # runner_argv ends with it
         spec = json.loads(await trio.Path(spec_path).read_text(encoding="utf-8"))
         directory = Path(spec_path).parent  # <run root>/<subtask>/<attempt>
         subtask_id, number = directory.parent.name, int(directory.name)
+        # As tmux/packing.py does at its bound, with a window for each pane: one ended
+        # pane closed to make room (no await between the count and the open, as the
+        # real one holds a lock).
+        if max_parallel is not None and len(self.open_panes) >= windows_needed(max_parallel, 1):
+            ours = [p for p in recyclable or {} if p in self.open_panes]
+            await self.close_panes(session, {p: self.panes[p] for p in ours[:1]})
+        self.most_open = max(self.most_open, len(self.open_panes) + 1)
         pane_id = f"%{len(self.panes) + 1}"
         self.panes[pane_id] = spec_path
         self.titles[pane_id] = title
+        self.open_panes.add(pane_id)
         runner = _Runner(pgid=10_000 + len(self.panes))
         self._running[spec_path] = runner
         _write_json(spec["started_path"], {"pid": runner.pgid, "pgid": runner.pgid})
@@ -96,6 +115,14 @@ class MemoryHost:
         del self._running[str(Path(spec["exit_path"]).parent / "runner.json")]
         runner.ended.set()
         await self.signal(spec["wake_channel"])
+
+    async def close_panes(self, session: str, panes: Mapping[str, str]) -> None:
+        for pane_id, spec_path in panes.items():
+            assert self.panes[pane_id] == spec_path, f"{pane_id} is not {spec_path}'s pane"
+            # Closing the pane of an agent that still runs would kill its runner: a bug.
+            assert spec_path not in self._running, f"{pane_id} still runs"
+            self.open_panes.discard(pane_id)
+            self.closed_panes.append(pane_id)
 
     async def has_session(self, name: str) -> bool:
         return True
