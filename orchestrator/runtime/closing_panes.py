@@ -13,7 +13,8 @@ the windows stay bounded by `max_parallel` even when attempts end faster than th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 import structlog
@@ -53,17 +54,24 @@ def pane_grace(environment: Mapping[str, str]) -> float:
     return seconds
 
 
-def ended_panes(state: ExecutionState) -> dict[str, str]:
-    """The panes that may be closed, each with its runner's spec (which the pane's command
-    names): their attempts ended and their subtasks moved on. Those whose attempts started
-    first come first (they are likely to have ended first)."""
+def ended_panes(state: ExecutionState, closed: Set[str] = frozenset()) -> dict[str, str]:
+    """The panes that may be closed, but for those `closed` already, each with its runner's
+    spec (which the pane's command names): their attempts ended and their subtasks moved
+    on. Those whose attempts started first come first (likely to have ended first)."""
     found = [
         (attempt.started_at or 0.0, attempt.pane_id, attempt.run_dir)
         for view in state.subtasks.values()
         for attempt in view.attempts
-        if attempt.pane_id and moved_on(view, attempt)
+        if attempt.pane_id and attempt.pane_id not in closed and moved_on(view, attempt)
     ]
-    return {pane_id: str(RunFiles(Path(run_dir)).spec) for _, pane_id, run_dir in sorted(found)}
+    return {pane_id: _spec(run_dir) for _, pane_id, run_dir in sorted(found)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec(run_dir: str) -> str:
+    """An attempt's runner spec, as its pane's command names it: asked for every ended
+    attempt each time a pane opens, which a plan of a thousand makes many."""
+    return str(RunFiles(Path(run_dir)).spec)
 
 
 def moved_on(view: SubtaskView, attempt: AttemptView) -> bool:
@@ -84,10 +92,9 @@ async def close_ended_panes(journal: Journal, panes: Panes, grace_s: float) -> N
     closed: set[str] = set()
     while True:
         now = trio.current_time()
-        ended = ended_panes(journal.state)
+        ended = ended_panes(journal.state, closed)
         for pane_id in ended:
-            if pane_id not in closed:
-                seen.setdefault(pane_id, now)
+            seen.setdefault(pane_id, now)
         due = {pane_id: ended[pane_id] for pane_id, at in seen.items() if now - at >= grace_s}
         if due:
             try:
