@@ -119,7 +119,7 @@ async def _loop(
             decision = decide(journal.state, time.time(), constraints, live, journal.agenda)
             if decision.events:
                 await journal.append(decision.events)
-                for subtask_id in {getattr(e, "subtask_id", "") for e in decision.events}:
+                for subtask_id in _named(decision.events):
                     nursery.start_soon(_retitle, edges, journal.state, subtask_id)
                 continue
             if journal.state.ended is not None:
@@ -193,7 +193,15 @@ async def _carry_out(
         # never sees the old state without the key and starts the command again.
         await journal.append(events)
         in_flight.discard(command.key)
-        await _retitle(edges, journal.state, command.subtask_id)
+        # Every subtask the events name: a merge step's, not its first alone.
+        for subtask_id in _named(events) or [command.subtask_id]:
+            await _retitle(edges, journal.state, subtask_id)
+
+
+def _named(events: Sequence[ev.ExecutionEvent]) -> list[str]:
+    """The subtasks `events` name, once each, in their order."""
+    named = (getattr(event, "subtask_id", None) for event in events)
+    return list(dict.fromkeys(subtask_id for subtask_id in named if subtask_id))
 
 
 def _failure_events(command: cmd.Command, error: KairoError) -> list[ev.ExecutionEvent]:

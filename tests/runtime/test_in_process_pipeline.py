@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from orchestrator.core import events as ev
-from tests.world import running_world, subtask, writes
+from tests.world import running_world, subtask, waits_for, writes
 from tests.world.repository import Tree
 
 
@@ -100,3 +102,32 @@ async def test_two_subtasks_that_change_one_file_differently_conflict_on_it(
     ]
     assert world.integration_files()["README.md"] == f"by {merged.subtask_id}\n"
     assert final.status == "FAILED"
+
+
+async def test_a_merge_step_merges_what_was_accepted_behind_its_head_and_titles_each_pane(
+    tmp_path: Path,
+) -> None:
+    gate = trio.Event()
+    agents = {
+        "head": waits_for(gate, "head.txt", "head\n"),
+        "a": writes("same.txt", "A\n"),
+        "b": writes("same.txt", "B\n"),
+    }
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.create({"name": "world", "subtasks": [subtask("head"), subtask("a"), subtask("b")]})
+        async with world.supervising() as final:
+            # a and b accepted while the head of the merge queue still works.
+            await world.until(lambda: "attempt_judged" in world.types("b"))
+            await world.until(lambda: "attempt_judged" in world.types("a"))
+            gate.set()
+    [state] = final
+    merges = [e for e in world.events() if e.type in ("subtask_merged", "subtask_conflicted")]
+    assert [(e.type, e.subtask_id) for e in merges] == [
+        ("subtask_merged", "head"),
+        ("subtask_merged", "a"),
+        ("subtask_conflicted", "b"),
+    ]
+    seqs = [i for i, e in enumerate(world.events()) if e in merges]
+    assert seqs == list(range(seqs[0], seqs[0] + 3))  # one step, one append
+    pane = state.subtask("b").attempts[-1].pane_id
+    assert pane is not None and world.host.titles[pane] == "b · conflicted"
