@@ -51,7 +51,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import TERMINAL, AttemptView, SubtaskView
 
 #: Accepted subtasks merged in one step at most (each its own merge commit).
-MERGE_BATCH = 8
+MERGE_BATCH = 4
 
 
 def decide(

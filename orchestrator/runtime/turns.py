@@ -3,7 +3,7 @@
 When many agents end together, their commits and worktree releases would all run at once:
 on a machine of few cores that finishes none of them sooner, and starves the one merge
 step of the CPU that keeps the merge queue short. So they take turns, as many at a time
-as there are cores, and the subtask nearest the head of the merge queue goes first: with
+as half the cores, and the subtask nearest the head of the merge queue goes first: with
 `merge_order: plan` an accepted subtask waits for every one before it, so the one the
 queue waits for is the one to finish first. Other steps wait on agents, checks or the
 user's setup, or gain from company (panes opened together), and go at once.
