@@ -23,10 +23,8 @@ from orchestrator.core.commands import (
     CreateIntegrationBranch,
     Decision,
     KillAttempt,
-    MergeSubtask,
     OpenPane,
     PrepareWorkspace,
-    ReleaseWorkspace,
     RunReviewStep,
     RunVerify,
     VerifyIntegration,
@@ -45,13 +43,11 @@ from orchestrator.core.continuation import (
     needs_verify,
 )
 from orchestrator.core.ids import idempotency_key
+from orchestrator.core.merge_queue import merge_steps, releases
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import TERMINAL, AttemptView, SubtaskView
-
-#: Accepted subtasks merged in one step at most (each its own merge commit).
-MERGE_BATCH = 4
 
 
 def decide(
@@ -90,8 +86,8 @@ def decide(
     commands = [
         *_attempt_steps(state, active),
         *_integration_checks(active),
-        *_merge(state, agenda, active),
-        *_releases(agenda),
+        *merge_steps(state, agenda, active),
+        *releases(agenda),
     ]
     if not commands and not agenda.members[Group.UNSETTLED]:
         review = next_review_step(state)
@@ -370,41 +366,3 @@ def _integration_checks(active: Sequence[SubtaskView]) -> Iterator[VerifyIntegra
     for view in active:
         if view.checking_integration:
             yield VerifyIntegration(subtask_id=view.id)
-
-
-def _merge(
-    state: ExecutionState, agenda: Agenda, active: Sequence[SubtaskView]
-) -> Iterator[MergeSubtask]:
-    """One merge step at a time, in plan order or in order of completion, of up to
-    MERGE_BATCH subtasks; none while the last merge's integration check runs, since the
-    next merge would build on it, and one subtask a step when every merge is checked."""
-    if any(view.checking_integration for view in active):
-        return
-    batch = 1 if state.plan.integration_verify is not None else MERGE_BATCH
-    if state.plan.merge_order == "completion":
-        ready = [state.subtask(sid) for sid in agenda.members[Group.SUCCEEDED]]
-        ready.sort(key=lambda v: v.succeeded_at_seq or 0)
-        queue = [view.id for view in ready[:batch]]
-    else:
-        queue = list(_plan_order_queue(state, agenda, batch))
-    if queue:
-        yield MergeSubtask(subtask_id=queue[0], then=tuple(queue[1:]))
-
-
-def _plan_order_queue(state: ExecutionState, agenda: Agenda, batch: int) -> Iterator[str]:
-    """From the merge queue's head: the accepted subtasks, past those that ended without
-    one, up to the first still to finish (an earlier subtask holds the queue)."""
-    for sid in agenda.merge_sequence[agenda.merge_head :]:
-        if batch <= 0:
-            return
-        view = state.subtask(sid)
-        if view.state == "succeeded":
-            batch -= 1
-            yield sid
-        elif view.state not in TERMINAL:
-            return
-
-
-def _releases(agenda: Agenda) -> Iterator[ReleaseWorkspace]:
-    for sid in agenda.group(Group.TO_RELEASE):
-        yield ReleaseWorkspace(subtask_id=sid)

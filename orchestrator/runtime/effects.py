@@ -20,7 +20,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import token_allowance
 from orchestrator.core.earlier_attempts import earlier_attempts_section
-from orchestrator.core.ids import idempotency_key, short_id, subtask_branch, wake_channel
+from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import BranchExists, branch_ref
@@ -33,6 +33,7 @@ from orchestrator.runtime.attempts import (
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.closing_panes import ended_panes
+from orchestrator.runtime.commit_step import commit_attempt
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
 from orchestrator.runtime.integration import merge_subtasks, verify_integration
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
@@ -62,7 +63,7 @@ async def execute(
         case cmd.KillAttempt():
             return await _kill_attempt(edges, state, command)
         case cmd.CommitAttempt():
-            return await _commit_attempt(edges, state, command)
+            return await commit_attempt(edges, state, command)
         case cmd.RunVerify():
             return await _run_verify(edges, state, command)
         case cmd.MergeSubtask():
@@ -294,77 +295,6 @@ async def _await_attempt(
         ]
     usage = await trio.to_thread.run_sync(read_usage, files)
     return [exited(command.subtask_id, command.attempt, record, usage)]
-
-
-async def _commit_attempt(
-    edges: Edges, state: ExecutionState, command: cmd.CommitAttempt
-) -> list[ev.ExecutionEvent]:
-    sid, number = command.subtask_id, command.attempt
-    view = state.subtask(sid)
-    attempt = view.current_attempt
-    assert view.worktree is not None and attempt is not None
-    if attempt.stopped_by is not None:
-        return [await _set_aside(edges, state, sid, number)]
-    # The agent's own account of its work, where it gave one, as the commit's body.
-    said = f"\n\n{attempt.summary.strip()}" if attempt.summary.strip() else ""
-    outcome = await edges.repository.commit_all(
-        Path(view.worktree),
-        message=f"kairo: {sid}, attempt {number}\n\n{state.spec(sid).title}{said}",
-        trailers={
-            "Kairo-Execution": state.execution_id,
-            "Kairo-Subtask": sid,
-            "Kairo-Attempt": str(number),
-        },
-        start_commit=attempt.start_commit,
-        expected_branch=view.branch,
-        leave_out=view.copied,
-    )
-    # What the branch changed since the subtask started, for feedback on the files the task
-    # names: the first attempt's own change, or one git process for a later attempt's.
-    branch_paths = outcome.paths
-    if attempt.start_commit != view.start_commit and view.start_commit is not None:
-        branch_paths = (
-            await edges.repository.diffstat(view.start_commit, outcome.head_commit)
-        ).paths
-    return [
-        ev.AttemptCommitted(
-            subtask_id=sid,
-            attempt=number,
-            head_commit=outcome.head_commit,
-            changed=outcome.changed,
-            files_changed=outcome.files_changed,
-            tree=await edges.repository.tree_of(outcome.head_commit),
-            in_submodules=outcome.in_submodules,
-            paths=outcome.paths,
-            branch_paths=branch_paths,
-        )
-    ]
-
-
-async def _set_aside(
-    edges: Edges, state: ExecutionState, sid: str, number: int
-) -> ev.AttemptCommitted:
-    """A stopped attempt's partial work goes on a recovery ref, not on its branch."""
-    view = state.subtask(sid)
-    attempt = view.current_attempt
-    assert view.worktree is not None and attempt is not None
-    worktree = Path(view.worktree)
-    ref = await edges.repository.save_worktree_state(
-        worktree,
-        ref=f"refs/kairo/stopped/{short_id(state.execution_id)}/{sid}/{number}",
-        safe_commit=attempt.start_commit,
-        message=f"kairo: what attempt {number} of {sid} left when it was stopped",
-        leave_out=view.copied,
-    )
-    await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
-    return ev.AttemptCommitted(
-        subtask_id=sid,
-        attempt=number,
-        head_commit=attempt.start_commit,
-        changed=False,
-        tree=await edges.repository.tree_of(attempt.start_commit),
-        recovery_ref=ref,
-    )
 
 
 async def _run_verify(

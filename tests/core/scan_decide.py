@@ -47,8 +47,8 @@ from orchestrator.core.continuation import (
     needs_verify,
 )
 from orchestrator.core.dag import merge_order
-from orchestrator.core.decide import MERGE_BATCH
 from orchestrator.core.ids import idempotency_key
+from orchestrator.core.merge_queue import MERGE_BATCH
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
