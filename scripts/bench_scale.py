@@ -43,7 +43,7 @@ from typing import Any
 import bench
 
 HZ = os.sysconf("SC_CLK_TCK")
-PARALLEL = [32]  # `--parallel`
+PARALLEL = 32  # `--parallel`
 REPO_FILES = 200
 AGENT = 'echo "$KAIRO_SUBTASK_ID" > "scale-$KAIRO_SUBTASK_ID.txt"'
 SAMPLE_S = 0.1
@@ -160,9 +160,9 @@ def merged_count(repo: Path) -> int:
     return 0
 
 
-def start(lab: bench.Lab, n: int, name: str) -> tuple[Path, Sampler, float]:
+def start(lab: bench.Lab, n: int, name: str, parallel: int) -> tuple[Path, Sampler, float]:
     repo = lab.copy_of(lab.template(REPO_FILES), name)
-    plan = bench.write_plan(repo, name, n, AGENT, max_parallel=PARALLEL[0])
+    plan = bench.write_plan(repo, name, n, AGENT, max_parallel=parallel)
     t0 = time.perf_counter()
     lab.kairo("start", str(plan), "--detach", cwd=repo)
     pid = lab.supervisor_pid(repo)
@@ -170,8 +170,8 @@ def start(lab: bench.Lab, n: int, name: str) -> tuple[Path, Sampler, float]:
     return repo, Sampler(pid), t0
 
 
-def one_run(lab: bench.Lab, n: int) -> tuple[Run, Path]:
-    repo, sampler, t0 = start(lab, n, f"scale-{n}")
+def one_run(lab: bench.Lab, n: int, parallel: int) -> tuple[Run, Path]:
+    repo, sampler, t0 = start(lab, n, f"scale-{n}", parallel)
     while sampler.sample():
         time.sleep(SAMPLE_S)
     wall = time.perf_counter() - t0
@@ -204,10 +204,10 @@ def status_ms(lab: bench.Lab, repo: Path) -> float:
     return statistics.median(samples)
 
 
-def resume_after_kill(lab: bench.Lab, n: int, kill_at: int) -> float:
+def resume_after_kill(lab: bench.Lab, n: int, kill_at: int, parallel: int) -> float:
     """Seconds from `resume` to its first attempt_started, after a kill -9 of a supervisor
     with `kill_at` subtasks merged."""
-    repo, sampler, _ = start(lab, n, f"resume-{n}")
+    repo, sampler, _ = start(lab, n, f"resume-{n}", parallel)
     bench.wait_until(f"{kill_at} merges", lambda: merged_count(repo) >= kill_at)
     bench.kill(sampler.pid)
     bench.wait_until("the supervisor to die", lambda: not sampler.sample())
@@ -237,22 +237,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=64)
     parser.add_argument("--large", type=int, default=1024)
     parser.add_argument("--kill-at", type=int, default=600, help="merges before the kill -9")
-    parser.add_argument("--parallel", type=int, default=PARALLEL[0], help="max_parallel")
+    parser.add_argument("--parallel", type=int, default=PARALLEL, help="max_parallel")
     parser.add_argument("--out", type=Path, default=Path("bench-scale.json"))
     parser.add_argument("--workdir", type=Path, help="where the temporary directory goes")
     args = parser.parse_args(argv)
     if not 0 < args.kill_at < args.large:
         parser.error("--kill-at must be between 0 and --large")
-    PARALLEL[0] = args.parallel
 
     lab = bench.Lab(args.workdir)
     try:
-        small, small_repo = one_run(lab, args.small)
+        small, small_repo = one_run(lab, args.small, args.parallel)
         lab.retire(small_repo)
-        large, large_repo = one_run(lab, args.large)
+        large, large_repo = one_run(lab, args.large, args.parallel)
         status = status_ms(lab, large_repo)
         lab.retire(large_repo)
-        resume_s = resume_after_kill(lab, args.large, args.kill_at)
+        resume_s = resume_after_kill(lab, args.large, args.kill_at, args.parallel)
     finally:
         lab.close()
     figures = {

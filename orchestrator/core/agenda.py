@@ -171,15 +171,3 @@ class Agenda:
         for sid in self.group(Group.LOGGED_OUT):
             found.setdefault(self.program[sid], sid)
         return found
-
-    def snapshot(self) -> dict[str, object]:
-        """What the agenda holds, to compare one advanced with one sorted anew."""
-        return {
-            "members": {g.value: sorted(ids) for g, ids in self.members.items()},
-            "ready": list(self.ready),
-            "pending_by_program": {
-                p: sorted(ids) for p, ids in self.pending_by_program.items() if ids
-            },
-            "tokens": self.total_tokens,
-            "merge_head": self.merge_head,
-        }
