@@ -80,18 +80,19 @@ class Agenda:
     def advance(self, events: Iterable[ev.ExecutionEvent], state: ExecutionState) -> None:
         """Sort again what `events`, now folded into `state`, may have moved.
 
-        An event that names a subtask changes that subtask alone (and whether its
+        An event that names subtasks changes those alone (and whether their
         dependents may start); any other, or a re-run (which un-skips its dependents),
         is taken to change anything: such events are few in an execution.
         """
         touched: set[str] = set()
         for event in events:
-            subtask_id = getattr(event, "subtask_id", None)
-            if subtask_id is None or isinstance(event, ev.SubtaskRerun):
+            named = ev.subtasks_named(event)
+            if not named or isinstance(event, ev.SubtaskRerun):
                 self._sort(state, state.subtasks)
                 return
-            touched.add(subtask_id)
-            touched.update(self.dependents[subtask_id])
+            for subtask_id in named:
+                touched.add(subtask_id)
+                touched.update(self.dependents[subtask_id])
         self._sort(state, touched)
 
     def _sort(self, state: ExecutionState, subtask_ids: Iterable[str]) -> None:

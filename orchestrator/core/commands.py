@@ -70,8 +70,17 @@ class MergeSubtask(Command):
 
 
 @dataclass(frozen=True)
-class VerifyIntegration(Command):
-    """Run `integration_verify` on the merge just made; undo the merge if it fails."""
+class CheckIntegration(Command):
+    """Run `integration_verify` on the merge of `subtask_id`, the last of `subtask_ids`:
+    the first merges waiting for a check (merge_queue.py)."""
+
+    subtask_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UndoMerges(Command):
+    """Move the integration branch back to the last commit whose check passed: the first
+    merge waiting broke the check, or a stop cut the check short."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from orchestrator.core.commands import (
     PrepareWorkspace,
     RunReviewStep,
     RunVerify,
-    VerifyIntegration,
 )
 from orchestrator.core.constraints import (
     BUILT_IN,
@@ -43,7 +42,7 @@ from orchestrator.core.continuation import (
     needs_verify,
 )
 from orchestrator.core.ids import idempotency_key
-from orchestrator.core.merge_queue import merge_steps, releases
+from orchestrator.core.merge_queue import integration_checks, merge_steps, releases
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
@@ -76,7 +75,7 @@ def decide(
         *_running_limits(state, active, now, constraints, live, tokens + sum(live.values())),
         *_stops(state, agenda, skipped),
         *skips,
-        *_schedules(state, agenda, len(active), skipped),
+        *_schedules(state, agenda, _running(active), skipped),
         *_attempt_starts(state, active, now, constraints, tokens),
         *_judgements(state, active),
     ]
@@ -85,8 +84,8 @@ def decide(
         return Decision(events=tuple(events))
     commands = [
         *_attempt_steps(state, active),
-        *_integration_checks(active),
-        *merge_steps(state, agenda, active),
+        *integration_checks(state),
+        *merge_steps(state, agenda),
         *releases(agenda),
     ]
     if not commands and not agenda.members[Group.UNSETTLED]:
@@ -97,6 +96,11 @@ def decide(
             return Decision(events=(review,))
         return Decision(events=(ev.ExecutionEnded(status=_outcome(state)),))
     return Decision(commands=tuple(commands))
+
+
+def _running(active: Sequence[SubtaskView]) -> int:
+    """The places taken: a merge waiting for its check holds none, its agent done."""
+    return sum(1 for view in active if not view.checking_integration)
 
 
 def _outcome(state: ExecutionState) -> ev.EndStatus:
@@ -360,9 +364,3 @@ def _attempt_steps(state: ExecutionState, active: Sequence[SubtaskView]) -> Iter
             yield CommitAttempt(subtask_id=view.id, attempt=attempt.number)
         elif needs_verify(state.spec(view.id), attempt):
             yield RunVerify(subtask_id=view.id, attempt=attempt.number)
-
-
-def _integration_checks(active: Sequence[SubtaskView]) -> Iterator[VerifyIntegration]:
-    for view in active:
-        if view.checking_integration:
-            yield VerifyIntegration(subtask_id=view.id)

@@ -224,6 +224,30 @@ class IntegrationVerified(_Event):
     restored_commit: str | None = None  # set when the merge was undone
 
 
+class IntegrationChecked(_Event):
+    """`integration_verify` ran on the merge of the last of `subtask_ids`: the merges made
+    since the last check passed, up to that one (merge_queue.py). A pass settles them all;
+    a failure moves nothing and narrows down where the culprit is."""
+
+    type: Literal["integration_checked"] = "integration_checked"
+    subtask_ids: tuple[str, ...]  # in merge order, from the first merge not yet checked
+    merge_commit: str  # the merge of subtask_ids[-1]: the commit checked
+    exit_code: int
+    output_tail: str = ""
+
+
+class MergesUndone(_Event):
+    """The integration branch moved back, by compare-and-swap, to `restored_commit`, the
+    last commit whose check passed, before this was recorded: the merges of `subtask_ids`
+    (every merge not yet checked, in merge order) are off it. The first of them broke the
+    check (`culprit`), or a `stop --now` came first (no culprit). The others merge again."""
+
+    type: Literal["merges_undone"] = "merges_undone"
+    subtask_ids: tuple[str, ...]
+    restored_commit: str
+    culprit: str | None = None
+
+
 class SubtaskConflicted(_Event):
     type: Literal["subtask_conflicted"] = "subtask_conflicted"
     subtask_id: str
@@ -335,6 +359,8 @@ ExecutionEvent = Annotated[
     | AttemptJudged
     | SubtaskMerged
     | IntegrationVerified
+    | IntegrationChecked
+    | MergesUndone
     | SubtaskConflicted
     | SubtaskSkipped
     | ConstraintViolated
@@ -350,6 +376,15 @@ ExecutionEvent = Annotated[
 ]
 
 _ADAPTER: TypeAdapter[ExecutionEvent] = TypeAdapter(ExecutionEvent)
+
+
+def subtasks_named(event: ExecutionEvent) -> tuple[str, ...]:
+    """The subtasks an event is about: one, several (the merge queue's), or none."""
+    several: tuple[str, ...] | None = getattr(event, "subtask_ids", None)
+    if several is not None:
+        return several
+    one: str | None = getattr(event, "subtask_id", None)
+    return () if one is None else (one,)
 
 
 def to_record(event: ExecutionEvent) -> tuple[str, dict[str, Any]]:

@@ -39,6 +39,10 @@ class Move(enum.StrEnum):
     CHECK_PASSED = "integration_verified/passed"
     CHECK_FAILED = "integration_verified/failed"
     CHECK_STOPPED = "integration_verified/stopped"
+    CHECKED = "integration_checked/passed"
+    UNDONE_CULPRIT = "merges_undone/culprit"
+    UNDONE_TO_MERGE_AGAIN = "merges_undone/merge_again"
+    UNDONE_STOPPED = "merges_undone/stopped"
     CONFLICTED = "subtask_conflicted"
     SKIPPED = "subtask_skipped"
     STOPPED = "subtask_stopped"
@@ -78,6 +82,13 @@ TRANSITIONS: Mapping[Move, Transition] = MappingProxyType(
         Move.CHECK_PASSED: _t("verifying", to="merged"),
         Move.CHECK_FAILED: _t("verifying", to="failed"),  # the merge undone
         Move.CHECK_STOPPED: _t("verifying", to="stopped"),  # likewise, by `stop --now`
+        # Merges checked in a batch (merge_queue.py): settled by a passing check of a
+        # run of them; undone when one broke the check (or a stop cut it), the culprit
+        # failed and the others back in the queue.
+        Move.CHECKED: _t("verifying", to="merged"),
+        Move.UNDONE_CULPRIT: _t("verifying", to="failed"),
+        Move.UNDONE_TO_MERGE_AGAIN: _t("verifying", to="succeeded"),
+        Move.UNDONE_STOPPED: _t("verifying", to="stopped"),
         Move.CONFLICTED: _t("succeeded", to="conflicted"),
         Move.SKIPPED: _t("pending", to="skipped"),
         # Under a stop: one not started yet, or one between two attempts.

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict
 
 AgentKind = Literal["shell", "command", "claude-code", "codex", "aider"]
 MAX_SUBTASKS = 10_000  # in one plan, splits expanded (docs/plan.md, "Limits of a plan")
+#: Merges checked together by one run of `integration_verify` at most (merge_queue.py;
+#: chosen by measurement: docs/benchmarks.md, "Checking merges in batches").
+INTEGRATION_BATCH = 16
 MAX_HANDED_BYTES = 64 * 1024  # of a prompt, or a file list, an agent gets in its environment
 MergeOrder = Literal["plan", "completion"]
 ADAPTER_KINDS: tuple[AgentKind, ...] = ("claude-code", "codex", "aider")  # `binary`, `model`...
@@ -111,6 +114,7 @@ class ResolvedPlan(Frozen):
     merge_order: MergeOrder = "plan"
     worktree_root: str | None = None  # as written; relative to the repository root
     integration_verify: str | None = None
+    integration_batch: int = INTEGRATION_BATCH
     worktree: WorktreeSetup = WorktreeSetup()
     sandbox: SandboxSpec = SandboxSpec()
     review: ReviewSpec = ReviewSpec()

@@ -14,7 +14,7 @@ from orchestrator.core.branch_names import branch_name_problem
 from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.ids import ID_PATTERN
-from orchestrator.core.plan import MAX_SUBTASKS, AgentKind, MergeOrder
+from orchestrator.core.plan import INTEGRATION_BATCH, MAX_SUBTASKS, AgentKind, MergeOrder
 from orchestrator.core.plan_variables import AgentVariable, EnvName, Url, VariableValue
 
 
@@ -225,6 +225,7 @@ class RawPlan(_Raw):
     agent: RawAgent | None = None
     verify: Text | None = None
     integration_verify: Text | None = None
+    integration_batch: Annotated[int, Field(ge=1), _at_most(MAX_SUBTASKS)] = INTEGRATION_BATCH
     worktree: RawWorktree | None = None
     sandbox: RawSandbox | None = None
     review: RawReview | None = None

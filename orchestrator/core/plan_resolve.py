@@ -155,6 +155,7 @@ class Resolver:
             merge_order=head.merge_order,
             worktree_root=head.worktree_root,
             integration_verify=head.integration_verify,
+            integration_batch=head.integration_batch,
             worktree=_worktree_setup(head.worktree),
             sandbox=_sandbox(head.sandbox),
             review=ReviewSpec(**fields_set(head.review)),

@@ -35,7 +35,8 @@ from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.closing_panes import ended_panes
 from orchestrator.runtime.commit_step import commit_attempt
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
-from orchestrator.runtime.integration import merge_subtasks, verify_integration
+from orchestrator.runtime.integration import merge_subtasks
+from orchestrator.runtime.integration_checks import check_integration, undo_merges
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.recovery import interrupt, recorded_group
 from orchestrator.runtime.review import run_review_step
@@ -68,8 +69,10 @@ async def execute(
             return await _run_verify(edges, state, command)
         case cmd.MergeSubtask():
             return await merge_subtasks(edges, state, command)
-        case cmd.VerifyIntegration():
-            return await verify_integration(edges, state, command)
+        case cmd.CheckIntegration():
+            return await check_integration(edges, state, command)
+        case cmd.UndoMerges():
+            return await undo_merges(edges, state, command)
         case cmd.ReleaseWorkspace():
             return await _release(edges, state, command)
         case cmd.RunReviewStep(step=step):

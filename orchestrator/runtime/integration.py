@@ -1,9 +1,8 @@
-"""A finished subtask's branch merged into the integration branch, and the merge checked.
+"""Finished subtasks' branches merged into the integration branch.
 
 `merge_subtasks` writes the merges without a checkout (git/merge.py) and names, for each
-conflict, the merged subtasks that touched the path. `verify_integration` runs the plan's
-`integration_verify` on the merge in a detached checkout of its own, and moves the branch
-back (compare-and-swap) before it records a failure.
+conflict, the merged subtasks that touched the path. Checking them is
+integration_checks.py's.
 """
 
 from __future__ import annotations
@@ -16,14 +15,11 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import KairoError, StepFailed
+from orchestrator.errors import KairoError
 from orchestrator.git.history import DiffStat
 from orchestrator.git.merge import Conflicted
 from orchestrator.git.refs import branch_ref
-from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
-
-CANNOT_RUN = 126  # the shell's word for a command that could not be started
+from orchestrator.runtime.edges import Edges
 
 
 async def merge_subtasks(
@@ -113,67 +109,6 @@ async def _merge_one(
         insertions=stat.insertions,
         deletions=stat.deletions,
     )
-
-
-async def verify_integration(
-    edges: Edges, state: ExecutionState, command: cmd.VerifyIntegration
-) -> list[ev.ExecutionEvent]:
-    """Run `integration_verify` on the merge; on a failure, move the branch back first."""
-    sid = command.subtask_id
-    merge = state.subtask(sid).merge
-    check = state.plan.integration_verify
-    assert merge is not None and check is not None
-    target = branch_ref(state.created.integration_branch)
-    current = await edges.repository.rev_parse(target)
-    if current == merge.previous_commit != merge.merge_commit:
-        # Undone already, by a supervisor that stopped before it could say so.
-        return [
-            ev.IntegrationVerified(
-                subtask_id=sid,
-                merge_commit=merge.merge_commit,
-                exit_code=1,
-                output_tail="(the check failed and its merge was undone before the supervisor "
-                "stopped; its output was not recorded)",
-                restored_commit=merge.previous_commit,
-            )
-        ]
-    if current != merge.merge_commit:
-        raise StepFailed(
-            f"{target} moved to {current[:12]} while the merge of {sid} was being checked"
-        )
-    try:
-        checkout = await edges.workspaces.check_out_detached(
-            integration_checkout(state), merge.merge_commit
-        )
-        env = {
-            **command_environment(edges, state, sid, checkout),
-            "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
-        }
-        # Bounded as the subtask's attempts are: a check as long as a whole attempt hangs.
-        result = await edges.processes.run_shell(
-            check,
-            cwd=checkout,
-            env=env,
-            timeout_s=state.spec(sid).limits.timeout_s,
-            stop=edges.stop_now,
-        )
-        exit_code, output = result.exit_code, result.output
-    except KairoError as error:
-        # A merge that could not be checked does not stay either.
-        exit_code, output = CANNOT_RUN, f"the check could not run: {error.message}"
-    restored = None
-    if exit_code != 0:
-        await edges.repository.update_ref(target, new=merge.previous_commit, old=merge.merge_commit)
-        restored = merge.previous_commit
-    return [
-        ev.IntegrationVerified(
-            subtask_id=sid,
-            merge_commit=merge.merge_commit,
-            exit_code=exit_code,
-            output_tail=output[-OUTPUT_TAIL_BYTES:],
-            restored_commit=restored,
-        )
-    ]
 
 
 def _touched_by_merged(

@@ -320,5 +320,5 @@ class Journal:
 
 
 def _subtask_of(event: ev.ExecutionEvent) -> dict[str, str]:
-    subtask_id = getattr(event, "subtask_id", None)
-    return {"subtask_id": subtask_id} if subtask_id else {}
+    named = ev.subtasks_named(event)
+    return {"subtask_id": " ".join(named)} if named else {}

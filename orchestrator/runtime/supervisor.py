@@ -50,7 +50,8 @@ _FAILURE_CODE: dict[type[cmd.Command], ReasonCode] = {
     cmd.CommitAttempt: ReasonCode.AGENT_FAILED,
     cmd.RunVerify: ReasonCode.VERIFY_FAILED,
     cmd.MergeSubtask: ReasonCode.MERGE_FAILED,
-    cmd.VerifyIntegration: ReasonCode.INTEGRATION_VERIFY_FAILED,
+    cmd.CheckIntegration: ReasonCode.INTEGRATION_VERIFY_FAILED,
+    cmd.UndoMerges: ReasonCode.INTEGRATION_VERIFY_FAILED,
 }
 
 
@@ -188,7 +189,7 @@ async def _carry_out(
                 error=error.message,
                 **error.context(),
             )
-            events = _failure_events(command, error)
+            events = _failure_events(journal.state, command, error)
         # The key is released only once the events are in the state, so that the loop
         # never sees the old state without the key and starts the command again.
         await journal.append(events)
@@ -200,16 +201,20 @@ async def _carry_out(
 
 def _named(events: Sequence[ev.ExecutionEvent]) -> list[str]:
     """The subtasks `events` name, once each, in their order."""
-    named = (getattr(event, "subtask_id", None) for event in events)
-    return list(dict.fromkeys(subtask_id for subtask_id in named if subtask_id))
+    return list(dict.fromkeys(sid for event in events for sid in ev.subtasks_named(event)))
 
 
-def _failure_events(command: cmd.Command, error: KairoError) -> list[ev.ExecutionEvent]:
+def _failure_events(
+    state: ExecutionState, command: cmd.Command, error: KairoError
+) -> list[ev.ExecutionEvent]:
     if isinstance(command, cmd.ReleaseWorkspace):
         # The work is merged; a worktree that would not go is left for `clean`, not a failure.
         return [ev.WorkspaceReleased(subtask_id=command.subtask_id)]
     code = _FAILURE_CODE.get(type(command), ReasonCode.AGENT_FAILED)
     reason = Reason(code=code, detail=error.message)
+    if isinstance(command, cmd.CheckIntegration | cmd.UndoMerges):
+        # Every merge waiting for the check: each is built on the ones before it.
+        return [ev.SubtaskFailed(subtask_id=sid, reason=reason) for sid in state.unverified]
     return [ev.SubtaskFailed(subtask_id=command.subtask_id, reason=reason)]
 
 

@@ -1,6 +1,8 @@
 """The oracle of tests/core/test_agenda.py: `decide` as it was before the agenda, scanning
-every subtask of the state for every decision, with one change since: a merge step takes
-up to MERGE_BATCH accepted subtasks.
+every subtask of the state for every decision, with two changes since: a merge step takes
+up to MERGE_BATCH accepted subtasks (`integration_batch` when merges are checked), and the
+merges waiting for a check are checked in runs and hold no place (merge_queue.py's
+`integration_checks`, which needs no agenda).
 
 What to do next, as a pure function of the folded state.
 
@@ -29,7 +31,6 @@ from orchestrator.core.commands import (
     ReleaseWorkspace,
     RunReviewStep,
     RunVerify,
-    VerifyIntegration,
 )
 from orchestrator.core.constraints import (
     BUILT_IN,
@@ -48,7 +49,7 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
-from orchestrator.core.merge_queue import MERGE_BATCH
+from orchestrator.core.merge_queue import MERGE_BATCH, integration_checks
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
@@ -84,7 +85,7 @@ def decide(
         return Decision(events=tuple(events))
     commands = [
         *_attempt_steps(state),
-        *_integration_checks(state),
+        *integration_checks(state),
         *_merge(state),
         *_releases(state),
     ]
@@ -171,7 +172,9 @@ def _past(state_name: str) -> str:
 def _schedules(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskScheduled]:
     if state.stop is not None:
         return
-    free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
+    free = state.plan.max_parallel - sum(
+        v.state in ACTIVE and not v.checking_integration for v in state.subtasks.values()
+    )
     for spec in state.plan.subtasks:
         if free <= 0:
             return
@@ -361,16 +364,11 @@ def _attempt_steps(state: ExecutionState) -> Iterator[Command]:
             yield RunVerify(subtask_id=view.id, attempt=attempt.number)
 
 
-def _integration_checks(state: ExecutionState) -> Iterator[VerifyIntegration]:
-    for view in state.subtasks.values():
-        if view.checking_integration:
-            yield VerifyIntegration(subtask_id=view.id)
-
-
 def _merge(state: ExecutionState) -> Iterator[MergeSubtask]:
-    if any(view.checking_integration for view in state.subtasks.values()):
+    if state.unverified:
         return
-    batch = 1 if state.plan.integration_verify is not None else MERGE_BATCH
+    checked = state.plan.integration_verify is not None
+    batch = state.plan.integration_batch if checked else MERGE_BATCH
     queue: list[str] = []
     if state.plan.merge_order == "completion":
         ready = [v for v in state.subtasks.values() if v.state == "succeeded"]

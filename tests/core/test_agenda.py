@@ -17,6 +17,7 @@ from orchestrator.core.plan import AgentSpec, ResolvedPlan, ResolvedSubtask
 from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState, apply
 from tests.core import scan_decide
+from tests.core.integration_answers import check_answer, undo_answer
 from tests.core.test_decide import World, start
 
 STEPS = 120
@@ -47,6 +48,7 @@ def plans(draw: st.DrawFn) -> ResolvedPlan:
             "max_parallel": draw(st.integers(1, 4)),
             "merge_order": draw(st.sampled_from(["plan", "completion"])),
             "integration_verify": draw(st.sampled_from([None, "it"])),
+            "integration_batch": draw(st.integers(1, 4)),
             "subtasks": subtasks,
         }
     )
@@ -57,7 +59,12 @@ def answer(draw: st.DrawFn, state: ExecutionState, command: cmd.Command) -> list
     sid = command.subtask_id
     merging = command.subtask_ids if isinstance(command, cmd.MergeSubtask) else (sid,)
     if draw(st.integers(0, 19)) == 0 and sid and not isinstance(command, cmd.ReleaseWorkspace):
-        return [ev.SubtaskFailed(subtask_id=sid, reason=Reason(code=ReasonCode.OTHER, detail="x"))]
+        # A step that failed: a check's fails every merge waiting for it (supervisor.py).
+        checking = isinstance(command, cmd.CheckIntegration | cmd.UndoMerges)
+        return [
+            ev.SubtaskFailed(subtask_id=failed, reason=Reason(code=ReasonCode.OTHER, detail="x"))
+            for failed in (state.unverified if checking else (sid,))
+        ]
     world = World(
         exit_codes={sid: draw(st.sampled_from([0, 0, 1]))},
         unchanged=[sid] if draw(st.integers(0, 3)) == 0 else [],
@@ -68,18 +75,13 @@ def answer(draw: st.DrawFn, state: ExecutionState, command: cmd.Command) -> list
     match command:
         case cmd.CreateIntegrationBranch():
             return [ev.IntegrationBranchCreated(branch="i", commit="b" * 40)]
-        case cmd.VerifyIntegration():
-            code = draw(st.sampled_from([0, 0, 1]))
-            merged = state.subtask(sid).merge
-            assert merged is not None
-            return [
-                ev.IntegrationVerified(
-                    subtask_id=sid,
-                    merge_commit=merged.merge_commit,
-                    exit_code=code,
-                    restored_commit="r",
-                )
-            ]
+        case cmd.CheckIntegration():
+            # A failure drawn for some runs and not others: a check that is no function
+            # of the tree, which the queue must survive as well.
+            broken = command.subtask_ids if draw(st.integers(0, 2)) == 0 else ()
+            return [check_answer(state, command, broken)]
+        case cmd.UndoMerges():
+            return [undo_answer(state)]
         case cmd.KillAttempt():
             return []
     return world.answer(state, command)

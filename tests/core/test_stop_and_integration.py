@@ -11,7 +11,8 @@ from orchestrator.core.reasons import sentence_or_none as said
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
-from tests.core.test_decide import World, feed, plan, run, start, subtask
+from tests.core.integration_answers import check_answer, undo_answer
+from tests.core.test_decide import World, feed, finish_only, plan, run, start, subtask
 
 
 class CheckedWorld(World):
@@ -24,20 +25,11 @@ class CheckedWorld(World):
 
     def answer(self, state: ExecutionState, command: cmd.Command) -> list[ev.ExecutionEvent]:
         match command:
-            case cmd.VerifyIntegration(subtask_id=sid):
-                merge = state.subtask(sid).merge
-                assert merge is not None
-                self.checked.append(sid)
-                failed = sid in self.broken_by
-                return [
-                    ev.IntegrationVerified(
-                        subtask_id=sid,
-                        merge_commit=merge.merge_commit,
-                        exit_code=1 if failed else 0,
-                        output_tail="E   ImportError: cannot import name 'auth'" if failed else "",
-                        restored_commit=merge.previous_commit if failed else None,
-                    )
-                ]
+            case cmd.CheckIntegration():
+                self.checked.append(command.subtask_id)
+                return [check_answer(state, command, self.broken_by)]
+            case cmd.UndoMerges():
+                return [undo_answer(state)]
             case cmd.KillAttempt(subtask_id=sid, attempt=number):
                 return [
                     ev.AttemptExited(
@@ -70,21 +62,59 @@ def running(state: ExecutionState, sid: str) -> bool:
 # The integration check -----------------------------------------------------------------
 
 
-def test_every_merge_is_checked_before_the_next_one_builds_on_it() -> None:
+def test_merges_are_checked_once_in_a_run_before_the_next_merge_builds_on_them() -> None:
     world = CheckedWorld()
     final = run(start(checked_plan("a", "b", "c")), world)
     assert final.ended == "COMPLETED"
+    assert world.checked == ["c"]  # one check of the three merges
+    assert final.merged == ("a", "b", "c")
+
+
+def test_a_batch_of_one_checks_every_merge_on_its_own() -> None:
+    world = CheckedWorld()
+    p = checked_plan("a", "b", "c").model_copy(update={"integration_batch": 1})
+    final = run(start(p), world)
     assert world.checked == ["a", "b", "c"]
     assert final.merged == ("a", "b", "c")
 
 
-def test_no_merge_starts_while_the_last_one_is_being_checked() -> None:
+def test_no_merge_starts_while_merges_wait_for_their_check() -> None:
     world = CheckedWorld()
     state = drive_until(start(checked_plan("a", "b")), world, lambda s: s.merged == ())
     state = drive_until(state, world, lambda s: s.subtask("a").checking_integration)
     commands = decide(state).commands
-    assert cmd.VerifyIntegration(subtask_id="a") in commands
+    assert cmd.CheckIntegration(subtask_id="b", subtask_ids=("a", "b")) in commands
     assert not any(isinstance(c, cmd.MergeSubtask) for c in commands)
+
+
+def test_merges_waiting_for_a_check_hold_no_place() -> None:
+    world = CheckedWorld()
+    p = checked_plan("a", "b", "c").model_copy(update={"max_parallel": 1})
+    state = finish_only(start(p), world, "a")
+    state = feed(state, world.answer(state, cmd.MergeSubtask(subtask_id="a")))
+    state = finish_only(state, world, "b")
+    assert state.subtask("a").checking_integration
+    assert [e.subtask_id for e in decide(state).events] == ["c"]  # type: ignore[union-attr]
+
+
+def test_a_failed_check_is_bisected_to_its_culprit_and_the_rest_merge_again() -> None:
+    world = CheckedWorld(broken_by=("s5",))
+    ids = [f"s{i}" for i in range(8)]
+    final = run(start(checked_plan(*ids)), world)
+    # All eight, then the first four (they pass), then s4-s5, then s4 alone: s5 broke it.
+    # s6 and s7 are merged again without s5, and checked once more.
+    assert world.checked == ["s7", "s3", "s5", "s4", "s7"]
+    assert final.merged == ("s0", "s1", "s2", "s3", "s4", "s6", "s7")
+    culprit = final.subtask("s5")
+    assert culprit.state == "failed" and culprit.merge is None
+    assert culprit.reason is not None
+    assert culprit.reason.code is ReasonCode.INTEGRATION_VERIFY_FAILED
+    assert said(culprit.reason) == (
+        "integration_verify_failed: `pytest -q` exited with status 1 on the integration "
+        "branch after s5 merged; the merge was undone, and its work stays on b/s5"
+    )
+    assert "ImportError" in culprit.integration_output
+    assert final.ended == "FAILED"
 
 
 def test_a_failed_check_undoes_the_merge_and_fails_the_subtask_keeping_its_branch() -> None:
@@ -98,9 +128,9 @@ def test_a_failed_check_undoes_the_merge_and_fails_the_subtask_keeping_its_branc
     assert b.merge is None and "b" not in final.merged
     assert final.merged == ("a", "c")
     assert final.ended == "FAILED"
-    # c was merged onto the branch as it stood after the undo, not onto b's merge
+    # c was merged again onto the branch as it stood after the undo, not onto b's merge
     c_merge = final.subtask("c").merge
-    assert c_merge is not None and c_merge.merge_commit == "merge-3-c"
+    assert c_merge is not None and c_merge.merge_commit == "merge-4-c"
     report = build_report(final, "FAILED")
     (failed,) = report["failed"]
     assert failed["id"] == "b" and "ImportError" in failed["output_tail"]
@@ -110,8 +140,12 @@ def test_a_failed_check_moves_the_integration_head_back() -> None:
     world = CheckedWorld(broken_by=("a",))
     state = drive_until(start(checked_plan("a")), world, lambda s: s.subtask("a").merge)
     assert state.integration_head == "merge-1-a"
-    state = feed(state, world.answer(state, cmd.VerifyIntegration(subtask_id="a")))
+    state = feed(state, [check_answer(state, decide(state).commands[0], world.broken_by)])  # type: ignore[arg-type]
+    assert state.integration_head == "merge-1-a"  # a failed check alone moves nothing
+    assert decide(state).commands == (cmd.UndoMerges(subtask_id="a"),)
+    state = feed(state, [undo_answer(state)])
     assert state.integration_head == "p"  # the merge's parent, as the edge restored it
+    assert state.unverified == () and state.subtask("a").state == "failed"
 
 
 def test_dependents_of_a_merge_that_broke_the_branch_are_skipped() -> None:
@@ -119,6 +153,17 @@ def test_dependents_of_a_merge_that_broke_the_branch_are_skipped() -> None:
     final = run(start(p), CheckedWorld(broken_by=("a",)))
     assert final.subtask("b").state == "skipped"
     assert said(final.subtask("b").reason) == "dependency: it depends on 'a', which failed"
+
+
+def test_a_dependent_starts_only_once_its_dependencys_run_has_passed() -> None:
+    world = CheckedWorld()
+    p = plan(subtask("a"), subtask("b", "a")).model_copy(update={"integration_verify": "make"})
+    state = drive_until(start(p), world, lambda s: s.subtask("a").checking_integration)
+    assert not decide(state).events  # b waits for the check, not for the merge
+    state = feed(state, world.answer(state, decide(state).commands[0]))
+    assert state.subtask("a").state == "merged"
+    [scheduled] = decide(state).events
+    assert isinstance(scheduled, ev.SubtaskScheduled) and scheduled.start_commit == "merge-1-a"
 
 
 def test_without_integration_verify_a_merge_is_final_at_once() -> None:

@@ -76,14 +76,38 @@ async def test_a_merge_written_but_not_recorded_is_found_and_checked(
     ]
     for event in merged:
         state = apply(state, event, state.seq + 1)
-    verified = await execute(where, state, cmd.VerifyIntegration(subtask_id="s"))
+    [outcome] = await execute(where, state, check_of("s"))
 
-    [outcome] = verified
-    assert isinstance(outcome, ev.IntegrationVerified)
+    assert isinstance(outcome, ev.IntegrationChecked)
     assert outcome.exit_code == (0 if kept else 1)
-    assert outcome.restored_commit == (None if kept else base)
-    assert "not recorded" not in outcome.output_tail  # it ran: no "undone already" guess
+    state = apply(state, outcome, state.seq + 1)
+    if not kept:
+        [undone] = await execute(where, state, cmd.UndoMerges(subtask_id="s"))
+        assert undone == ev.MergesUndone(subtask_ids=("s",), restored_commit=base, culprit="s")
     assert await rev_parse(repo, BRANCH) == (written.merge_commit if kept else base)
+
+
+def check_of(*run: str) -> cmd.CheckIntegration:
+    return cmd.CheckIntegration(subtask_id=run[-1], subtask_ids=run)
+
+
+async def test_merges_undone_but_not_recorded_are_recorded_as_undone(repo: Path) -> None:
+    state, base, _ = merged_unrecorded(repo, "false")
+    run(repo, "branch", BRANCH, base)
+    where = edges(repo)
+    [merged] = await execute(where, state, cmd.MergeSubtask(subtask_id="s"))
+    waiting = apply(state, merged, state.seq + 1)
+    [failed] = await execute(where, waiting, check_of("s"))
+    culprit_known = apply(waiting, failed, waiting.seq + 1)
+    await execute(where, culprit_known, cmd.UndoMerges(subtask_id="s"))  # and it died
+    assert await rev_parse(repo, BRANCH) == base
+
+    # The next supervisor undoes again; or, where a stop had cut the check short, checks
+    # again: both find the branch moved back already, and say so.
+    [again] = await execute(where, culprit_known, cmd.UndoMerges(subtask_id="s"))
+    assert again == ev.MergesUndone(subtask_ids=("s",), restored_commit=base, culprit="s")
+    [found] = await execute(where, waiting, check_of("s"))
+    assert found == ev.MergesUndone(subtask_ids=("s",), restored_commit=base, culprit=None)
 
 
 async def test_a_merge_of_the_head_made_by_someone_else_is_not_ours_to_undo(
@@ -105,6 +129,9 @@ async def test_a_merge_of_the_head_made_by_someone_else_is_not_ours_to_undo(
     assert isinstance(merged, ev.SubtaskMerged)
     assert (merged.merge_commit, merged.previous_commit) == (theirs, theirs)
     state = apply(state, merged, state.seq + 1)
-    [verified] = await execute(where, state, cmd.VerifyIntegration(subtask_id="s"))
-    assert isinstance(verified, ev.IntegrationVerified) and verified.exit_code == 1
+    [verified] = await execute(where, state, check_of("s"))
+    assert isinstance(verified, ev.IntegrationChecked) and verified.exit_code == 1
+    state = apply(state, verified, state.seq + 1)
+    [undone] = await execute(where, state, cmd.UndoMerges(subtask_id="s"))
+    assert isinstance(undone, ev.MergesUndone) and undone.restored_commit == theirs
     assert await rev_parse(repo, BRANCH) == theirs  # the user's commit is still there

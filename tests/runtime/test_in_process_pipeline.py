@@ -8,6 +8,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.core import events as ev
+from orchestrator.core.reasons import ReasonCode
 from tests.world import running_world, subtask, waits_for, writes
 from tests.world.repository import Tree
 
@@ -75,14 +76,54 @@ async def test_a_merge_that_breaks_the_integration_check_is_undone(tmp_path: Pat
         )
         world.create(plan)
         final = await world.supervise()
-    checked = {e.subtask_id: e for e in world.events() if isinstance(e, ev.IntegrationVerified)}
-    assert checked["a"].exit_code == 0 and checked["a"].restored_commit is None
+    checked = [e for e in world.events() if isinstance(e, ev.IntegrationChecked)]
+    assert [(e.subtask_ids, e.exit_code) for e in checked] == [(("a",), 0), (("b",), 1)]
     b_merge = next(
         e for e in world.events() if isinstance(e, ev.SubtaskMerged) and e.subtask_id == "b"
     )
-    assert checked["b"].exit_code == 1 and checked["b"].restored_commit == b_merge.previous_commit
+    [undone] = [e for e in world.events() if isinstance(e, ev.MergesUndone)]
+    assert undone == ev.MergesUndone(
+        subtask_ids=("b",), restored_commit=b_merge.previous_commit, culprit="b"
+    )
     assert world.integration_files() == {"README.md": "project\n", "a.txt": "A\n"}
     assert final.status == "FAILED"
+
+
+async def test_merges_checked_in_a_batch_are_bisected_to_the_one_that_broke_it(
+    tmp_path: Path,
+) -> None:
+    gate = trio.Event()
+    ids = [f"s{i}" for i in range(6)]
+    # Each agent writes its file; s0 waits until the others are accepted, so that all six
+    # merge in one step and are checked together.
+    agents = {sid: writes(f"{sid}.txt", f"{sid}\n") for sid in ids}
+    agents["s0"] = waits_for(gate, "s0.txt", "s0\n")
+    plan = {
+        "name": "world",
+        "max_parallel": 6,
+        "integration_verify": "integration check",
+        "subtasks": [subtask(sid) for sid in ids],
+    }
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        world.host.checks["integration check"] = lambda files: (
+            (1, "s3 broke it\n") if "s3.txt" in files else (0, "")
+        )
+        world.create(plan)
+        async with world.supervising() as ended:
+            for sid in ids[1:]:
+                await world.until(lambda sid=sid: "attempt_judged" in world.types(sid))
+            gate.set()
+    [final] = ended
+    checks = [e for e in world.events() if isinstance(e, ev.IntegrationChecked)]
+    runs = [(e.subtask_ids[-1], e.exit_code) for e in checks]
+    # All six fail; s0-s2 pass; s3 alone fails: s3 is the culprit. Then s4 and s5 merge
+    # again, without it, and pass.
+    assert runs == [("s5", 1), ("s2", 0), ("s3", 1), ("s5", 0)]
+    assert final.merged == ("s0", "s1", "s2", "s4", "s5")
+    assert final.subtask("s3").reason is not None
+    assert final.subtask("s3").reason.code is ReasonCode.INTEGRATION_VERIFY_FAILED
+    files = world.integration_files()
+    assert "s3.txt" not in files and {f"{sid}.txt" for sid in ids if sid != "s3"} <= set(files)
 
 
 async def test_two_subtasks_that_change_one_file_differently_conflict_on_it(
