@@ -19,7 +19,7 @@ from typing import Literal
 
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.core.reasons import Reason, ReasonCode, with_detail
-from orchestrator.core.resolution import refusal
+from orchestrator.core.resolution import refusal as resolution_refusal
 from orchestrator.core.specifics import (
     failure_signature,
     unchanged_failure_note,
@@ -49,7 +49,7 @@ def needs_verify(spec: ResolvedSubtask, attempt: AttemptView) -> bool:
         and attempt.exit_code == 0
         and (bool(attempt.changed) or attempt.after_changes or spec.allow_empty)
         and attempt.verify_exit_code is None
-        and (attempt.resolution_check is None or refusal(attempt.resolution_check) is None)
+        and (attempt.resolution_check is None or resolution_refusal(attempt.resolution_check) is None)
     )
 
 
@@ -333,7 +333,7 @@ def resolution_gate(
     """An attempt at resolving a conflict: one that dropped changed lines it did not explain
     is refused outright; one left unfinished is sent back, its resolution attempts allowing."""
     check = attempt.resolution_check
-    why = refusal(check) if check is not None else None
+    why = resolution_refusal(check) if check is not None else None
     if why is None:
         return None
     if why.code is ReasonCode.RESOLUTION_DROPPED_CHANGES:

@@ -34,7 +34,6 @@ from orchestrator.core.constraints import (
     ResourceAction,
     ResourceConstraint,
     ResourceContext,
-    Verdict,
     evaluate,
     violation_events,
 )
@@ -45,12 +44,12 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.merge_queue import merge_steps, releases
-from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
+from orchestrator.core.reasons import Reason, ReasonCode, sentence
 from orchestrator.core.resolution import ended_unmerged
 from orchestrator.core.resolution_starts import next_resolution, resolution_starts
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import TERMINAL, AttemptView, SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def decide(
