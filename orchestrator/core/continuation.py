@@ -49,7 +49,9 @@ def needs_verify(spec: ResolvedSubtask, attempt: AttemptView) -> bool:
         and attempt.exit_code == 0
         and (bool(attempt.changed) or attempt.after_changes or spec.allow_empty)
         and attempt.verify_exit_code is None
-        and (attempt.resolution_check is None or resolution_refusal(attempt.resolution_check) is None)
+        and (
+            attempt.resolution_check is None or resolution_refusal(attempt.resolution_check) is None
+        )
     )
 
 
