@@ -13,9 +13,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.core import events as ev
-from orchestrator.core.reasons import Reason, ReasonCode
+from orchestrator.core.reasons import Reason, ReasonCode, sentence_or_none
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import TERMINAL, SubtaskView
 
@@ -198,3 +199,74 @@ def bounded(diff: str, limit: int = SIDE_DIFF_LINES) -> str:
     if len(lines) <= limit:
         return diff
     return "\n".join([*lines[:limit], f"... ({len(lines) - limit} more lines)"])
+
+
+# What status and report show.
+
+
+def resolutions(view: SubtaskView) -> list[dict[str, Any]]:
+    """Every attempt at resolving a conflict of the subtask: what collided, with whom, its
+    outcome and why, what it dropped and the agent's word on it, and its diff."""
+    shown = []
+    for attempt in view.attempts:
+        started, check = attempt.resolution, attempt.resolution_check
+        if started is None:
+            continue
+        if attempt.interrupted:
+            outcome = "interrupted"
+        elif attempt.accepted is None:
+            outcome = "running"
+        else:
+            outcome = "accepted" if attempt.accepted else "refused"
+        shown.append(
+            {
+                "subtask": view.id,
+                "attempt": attempt.number,
+                "merged_in": started.merged_in,
+                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in started.conflicts],
+                "outcome": outcome,
+                "reason": sentence_or_none(attempt.reason),
+                "commit": attempt.head_commit if check is not None else None,
+                "unfinished": list(check.unfinished) if check else [],
+                "dropped": [
+                    {"hunk": hunk.label, "lines": list(hunk.lines)} for hunk in check.dropped
+                ]
+                if check
+                else [],
+                "unexplained": list(check.unexplained) if check else [],
+                "explanation": check.explanation if check else "",
+                "diff": check.diff if check else "",
+            }
+        )
+    return shown
+
+
+def resolutions_markdown(shown: Sequence[dict[str, Any]]) -> list[str]:
+    """The report's section: every resolution, its diff whole (bounded when recorded)."""
+    if not shown:
+        return []
+    lines = ["", "## Conflict resolutions", ""]
+    for item in shown:
+        paths = ", ".join(
+            f"`{c['path']}` with {', '.join(c['with']) or 'merged work'}" for c in item["conflicts"]
+        )
+        why = f": {item['reason']}" if item["reason"] else ""
+        lines.append(
+            f"- **{item['subtask']}** attempt {item['attempt']}, {paths}: {item['outcome']}{why}"
+        )
+        if item["commit"]:
+            lines.append(f"  - resolution commit `{item['commit'][:12]}`")
+        for hunk in item["dropped"]:
+            said = " (not explained)" if hunk["hunk"] in item["unexplained"] else ""
+            lines.append(f"  - dropped `{hunk['hunk']}`{said}")
+        if item["explanation"].strip():
+            lines += [
+                "  - the agent's explanation:",
+                "",
+                "```",
+                item["explanation"].rstrip(),
+                "```",
+            ]
+        if item["diff"].strip():
+            lines += ["", "```diff", item["diff"].rstrip(), "```", ""]
+    return lines
