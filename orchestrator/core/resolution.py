@@ -75,7 +75,7 @@ def dropped_hunks(
                     side=side,  # type: ignore[arg-type]
                     start=hunk.start + 1,
                     end=hunk.end,
-                    lines=tuple(added[:EVIDENCE_LINES]),
+                    lines=tuple([line for line in added if line.strip()][:EVIDENCE_LINES]),
                 )
             )
     return tuple(dropped)

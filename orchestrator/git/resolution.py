@@ -67,7 +67,6 @@ async def diff_of(worktree: Path, old: str, new: str, paths: Sequence[str]) -> s
 @dataclass(frozen=True)
 class CommittedResolution:
     head_commit: str
-    unmerged: tuple[str, ...]  # paths git still held unmerged when the agent exited
     merge_missing: bool  # no merge under way, nor made: the agent aborted it
 
 
@@ -80,9 +79,8 @@ async def commit_resolution(
     identity: Identity,
     leave_out: Sequence[str],
 ) -> CommittedResolution:
-    """Everything the agent left, committed: as the merge, when it is under way."""
-    listed = await git("diff", "--name-only", "--diff-filter=U", cwd=worktree, check=False)
-    unmerged = tuple(line for line in listed.stdout.splitlines() if line)
+    """Everything the agent left, committed: as the merge, when it is under way (its
+    unmerged entries staged as the agent left them: the check looks for markers)."""
     under_way = await merge_head(worktree) == merged_in
     await add_all_but(worktree, leave_out)
     staged = await git("diff", "--cached", "--quiet", "--no-ext-diff", cwd=worktree, check=False)
@@ -94,7 +92,7 @@ async def commit_resolution(
         )  # fmt: skip
     head = await rev_parse(worktree, "HEAD")
     merged = await git("merge-base", "--is-ancestor", merged_in, head, cwd=worktree, check=False)
-    return CommittedResolution(head, unmerged, merged.returncode != 0)
+    return CommittedResolution(head, merged.returncode != 0)
 
 
 async def keep(worktree: Path, ref: str, commit: str) -> None:

@@ -87,7 +87,7 @@ async def commit(edges: Edges, state: ExecutionState, subtask_id: str) -> ev.Att
     await git_resolution.keep(worktree, ref, head)
     paths = [c.path for c in started.conflicts]
     base = await git_resolution.merge_base(worktree, started.start_commit, started.merged_in)
-    unfinished = set(done.unmerged)
+    unfinished: set[str] = set()  # unmerged entries were staged as the agent left them
     dropped: list[ev.DroppedHunk] = []
     for path in paths:
         texts = [
