@@ -22,6 +22,7 @@ from enum import Enum
 from orchestrator.core import events as ev
 from orchestrator.core.continuation import AUTHENTICATION_FAILED
 from orchestrator.core.dag import merge_order
+from orchestrator.core.resolution import awaiting_resolution, ended_unmerged
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, TERMINAL, SubtaskView
 
@@ -37,6 +38,7 @@ class Group(Enum):
     TO_RELEASE = "to_release"  # merged, its worktree still there
     UNSETTLED = "unsettled"  # the execution cannot end while it is here
     LOGGED_OUT = "logged_out"  # its last attempt's agent could not log in
+    TO_RESOLVE = "to_resolve"  # conflicted, an agent's resolution of it to come
 
 
 @dataclass
@@ -116,10 +118,10 @@ class Agenda:
         groups: set[Group] = set()
         if view.state == "pending":
             groups.add(Group.PENDING)
-            dependencies = [state.subtask(d).state for d in self.depends_on[view.id]]
-            if all(d == "merged" for d in dependencies):
+            dependencies = [state.subtask(d) for d in self.depends_on[view.id]]
+            if all(d.state == "merged" for d in dependencies):
                 groups.add(Group.READY)
-            if any(d in TERMINAL and d != "merged" for d in dependencies):
+            if any(ended_unmerged(state, d) for d in dependencies):
                 groups.add(Group.BLOCKED)
         elif view.state in ACTIVE:
             groups.add(Group.ACTIVE)
@@ -127,7 +129,9 @@ class Agenda:
             groups.add(Group.SUCCEEDED)
         if view.state == "merged" and view.worktree is not None:
             groups.add(Group.TO_RELEASE)
-        if view.state not in TERMINAL or Group.TO_RELEASE in groups:
+        if awaiting_resolution(state, view):
+            groups.add(Group.TO_RESOLVE)
+        if view.state not in TERMINAL or groups & {Group.TO_RELEASE, Group.TO_RESOLVE}:
             groups.add(Group.UNSETTLED)
         attempt = view.current_attempt
         if attempt is not None and attempt.result == AUTHENTICATION_FAILED:

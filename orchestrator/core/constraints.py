@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from orchestrator.core import events as ev
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
 from orchestrator.core.state import ExecutionState
 
@@ -276,3 +277,26 @@ BUILT_IN: tuple[ResourceConstraint, ...] = (
     SubtaskTokenBudget(),
     ExecutionTokenBudget(),
 )
+
+
+def violation_events(
+    state: ExecutionState, context: ResourceContext, verdict: Verdict
+) -> Iterator[ev.ConstraintViolated]:
+    """Every validation that was not ALLOW, once (a warning is not repeated)."""
+    for validation, action in verdict.violations:
+        if action == ResourceAction.ALLOW:
+            continue
+        if action == ResourceAction.WARN_CONTINUE:
+            if f"{validation.constraint}:{context.subtask_id}" in state.warned:
+                continue
+        elif action != verdict.action:
+            continue  # a lesser exit beside the one that decides says nothing more
+        if context.phase == "next_attempt":  # nothing runs to stop: no further attempt
+            action = min(action, ResourceAction.GRACEFUL_EXIT)
+        yield ev.ConstraintViolated(
+            constraint=validation.constraint,
+            action=action.name,  # type: ignore[arg-type]
+            reason=as_reason(validation.reason),
+            subtask_id=context.subtask_id,
+            attempt=context.attempt,
+        )

@@ -19,6 +19,7 @@ from typing import Literal
 
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.core.reasons import Reason, ReasonCode, with_detail
+from orchestrator.core.resolution import refusal as resolution_refusal
 from orchestrator.core.specifics import (
     failure_signature,
     unchanged_failure_note,
@@ -48,6 +49,9 @@ def needs_verify(spec: ResolvedSubtask, attempt: AttemptView) -> bool:
         and attempt.exit_code == 0
         and (bool(attempt.changed) or attempt.after_changes or spec.allow_empty)
         and attempt.verify_exit_code is None
+        and (
+            attempt.resolution_check is None or resolution_refusal(attempt.resolution_check) is None
+        )
     )
 
 
@@ -325,7 +329,34 @@ def verify_gate(
     )
 
 
-CHAIN: tuple[Strategy, ...] = (stopped, no_progress, agent_failure, no_changes, verify_gate)
+def resolution_gate(
+    spec: ResolvedSubtask, attempt: AttemptView, _: AttemptView | None
+) -> ContinuationDecision | None:
+    """An attempt at resolving a conflict: one that dropped changed lines it did not explain
+    is refused outright; one left unfinished is sent back, its resolution attempts allowing."""
+    check = attempt.resolution_check
+    why = resolution_refusal(check) if check is not None else None
+    if why is None:
+        return None
+    if why.code is ReasonCode.RESOLUTION_DROPPED_CHANGES:
+        return ContinuationDecision("escalate", reason=why)
+    return ContinuationDecision(
+        "nudge",
+        reason=why,
+        feedback=f"Attempt {attempt.number} did not finish resolving the merge: "
+        f"{why.detail}. Resolve every conflict, remove every marker, and leave the merge "
+        "for the supervisor to commit.",
+    )
+
+
+CHAIN: tuple[Strategy, ...] = (
+    stopped,
+    no_progress,
+    agent_failure,
+    resolution_gate,
+    no_changes,
+    verify_gate,
+)
 
 
 def continue_after(

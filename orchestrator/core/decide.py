@@ -33,8 +33,8 @@ from orchestrator.core.constraints import (
     ResourceAction,
     ResourceConstraint,
     ResourceContext,
-    Verdict,
     evaluate,
+    violation_events,
 )
 from orchestrator.core.continuation import (
     TOKEN_BUDGET,
@@ -43,10 +43,12 @@ from orchestrator.core.continuation import (
 )
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.merge_queue import integration_checks, merge_steps, releases
-from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
+from orchestrator.core.reasons import Reason, ReasonCode, sentence
+from orchestrator.core.resolution import ended_unmerged
+from orchestrator.core.resolution_starts import next_resolution, resolution_starts
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import TERMINAL, AttemptView, SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def decide(
@@ -71,11 +73,13 @@ def decide(
     skipped = frozenset(skip.subtask_id for skip in skips)
     live = live_tokens or {}
     tokens = agenda.total_tokens
+    resolutions = list(resolution_starts(state, agenda, len(active), now, constraints, tokens))
     events: list[ev.ExecutionEvent] = [
         *_running_limits(state, active, now, constraints, live, tokens + sum(live.values())),
         *_stops(state, agenda, skipped),
         *skips,
-        *_schedules(state, agenda, _running(active), skipped),
+        *resolutions,
+        *_schedules(state, agenda, _running(active) + len(resolutions), skipped),
         *_attempt_starts(state, active, now, constraints, tokens),
         *_judgements(state, active),
     ]
@@ -152,7 +156,7 @@ def _skips(state: ExecutionState, agenda: Agenda) -> Iterator[ev.SubtaskSkipped]
             continue
         for dependency in spec.depends_on:
             dep_state = state.subtask(dependency).state
-            if dep_state in TERMINAL and dep_state != "merged":
+            if ended_unmerged(state, state.subtask(dependency)):
                 yield ev.SubtaskSkipped(
                     subtask_id=spec.id,
                     reason=Reason(
@@ -234,30 +238,7 @@ def _running_limits(
             execution_tokens=tokens,
             attempt_tokens=0 if attempt.exited else live_tokens.get(view.id, 0),
         )
-        yield from _violations(state, context, evaluate(constraints, context))
-
-
-def _violations(
-    state: ExecutionState, context: ResourceContext, verdict: Verdict
-) -> Iterator[ev.ConstraintViolated]:
-    """Every validation that was not ALLOW, once (a warning is not repeated)."""
-    for validation, action in verdict.violations:
-        if action == ResourceAction.ALLOW:
-            continue
-        if action == ResourceAction.WARN_CONTINUE:
-            if f"{validation.constraint}:{context.subtask_id}" in state.warned:
-                continue
-        elif action != verdict.action:
-            continue  # a lesser exit beside the one that decides says nothing more
-        if context.phase == "next_attempt":  # nothing runs to stop: no further attempt
-            action = min(action, ResourceAction.GRACEFUL_EXIT)
-        yield ev.ConstraintViolated(
-            constraint=validation.constraint,
-            action=action.name,  # type: ignore[arg-type]
-            reason=as_reason(validation.reason),
-            subtask_id=context.subtask_id,
-            attempt=context.attempt,
-        )
+        yield from violation_events(state, context, evaluate(constraints, context))
 
 
 def _attempt_starts(
@@ -280,6 +261,10 @@ def _attempt_starts(
         if state.stop is not None:
             yield ev.SubtaskStopped(subtask_id=view.id, reason=_stopped_between(attempt))
             continue
+        if attempt is not None and attempt.resolution is not None:
+            # one sent back, or cut short: the next is a resolution too, from a clean merge
+            yield from next_resolution(state, view, now, constraints, tokens)
+            continue
         number = len(view.attempts) + 1
         context = ResourceContext(
             state=state,
@@ -290,7 +275,7 @@ def _attempt_starts(
             execution_tokens=tokens,
         )
         verdict = evaluate(constraints, context)
-        yield from _violations(state, context, verdict)
+        yield from violation_events(state, context, verdict)
         if verdict.action >= ResourceAction.GRACEFUL_EXIT:
             assert verdict.reason is not None  # an action past ALLOW has a violation
             yield ev.SubtaskFailed(subtask_id=view.id, reason=verdict.reason)

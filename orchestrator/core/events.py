@@ -160,6 +160,37 @@ class SubtaskRerun(_Event):
     subtask_id: str
 
 
+class DroppedHunk(BaseModel):
+    """Lines one side of a merge added to a conflicted path that its resolution lacks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    side: Literal["ours", "theirs"]  # the subtask's branch, or the integration branch
+    start: int  # the lines it added, 1-based, in that side's version of the file
+    end: int
+    lines: tuple[str, ...] = ()  # the first of them, as evidence
+
+    @property
+    def label(self) -> str:
+        """How the prompt names the hunk, and the agent's explanation must."""
+        return f"{self.side} {self.path}:{self.start}-{self.end}"
+
+
+class ResolutionCheck(BaseModel):
+    """What the commit step found of an agent's resolution of a merge conflict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    merged_in: str  # the integration head it merged
+    unfinished: tuple[str, ...] = ()  # paths left with conflict markers or unmerged
+    merge_missing: bool = False  # the merge was aborted, or never made: no second parent
+    dropped: tuple[DroppedHunk, ...] = ()
+    unexplained: tuple[str, ...] = ()  # labels of dropped hunks the agent did not explain
+    explanation: str = ""  # the agent's file naming the hunks it dropped, and why
+    diff: str = ""  # the integration head against the resolution, on the conflicted paths
+
+
 class AttemptCommitted(_Event):
     """A safe point: the attempt's work is on its branch at `head_commit`."""
 
@@ -176,6 +207,7 @@ class AttemptCommitted(_Event):
     # and those its subtask's branch has changed since the subtask started.
     paths: tuple[str, ...] | None = None
     branch_paths: tuple[str, ...] | None = None
+    resolution: ResolutionCheck | None = None  # set for an attempt at resolving a conflict
 
 
 class AttemptJudged(_Event):
@@ -253,6 +285,29 @@ class SubtaskConflicted(_Event):
     subtask_id: str
     head_commit: str
     conflicts: tuple[Conflict, ...]
+
+
+class ResolutionStarted(_Event):
+    """A conflicted subtask that opted in (`resolve_conflicts`) gets an attempt at resolving
+    its conflict: recorded before anything runs, as `attempt_started` is. Its worktree
+    merges `merged_in` with the markers left, and its agent is told what collided."""
+
+    type: Literal["resolution_started"] = "resolution_started"
+    subtask_id: str
+    attempt: int
+    idempotency_key: str
+    run_dir: str
+    start_commit: str  # the branch head before the merge: a resumed one starts over here
+    merged_in: str  # the integration head it conflicted with
+    conflicts: tuple[Conflict, ...]
+
+
+class ResolutionDeclined(_Event):
+    """A conflicted subtask that opted in gets no resolution (a budget, or a stop)."""
+
+    type: Literal["resolution_declined"] = "resolution_declined"
+    subtask_id: str
+    reason: Reason
 
 
 ActionName = Literal["WARN_CONTINUE", "GRACEFUL_EXIT", "EMERGENCY_STOP"]
@@ -371,7 +426,9 @@ ExecutionEvent = Annotated[
     | ReviewStepStarted
     | ReviewStepFinished
     | ExecutionEnded
-    | ExecutionReopened,
+    | ExecutionReopened
+    | ResolutionStarted
+    | ResolutionDeclined,
     Field(discriminator="type"),
 ]
 

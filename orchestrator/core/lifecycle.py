@@ -52,6 +52,8 @@ class Move(enum.StrEnum):
     RERUN = "subtask_rerun"
     DEPENDENCY_RERUN = "subtask_rerun/of_its_dependency"
     VERIFY_FINISHED_LATE = "verify_finished/after_judgement"
+    RESOLUTION_STARTED = "resolution_started"
+    RESOLUTION_DECLINED = "resolution_declined"
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,10 @@ TRANSITIONS: Mapping[Move, Transition] = MappingProxyType(
         Move.DEPENDENCY_RERUN: _t("skipped", to="pending"),
         # A check `stop --now` cut, its attempt judged stopped while it ran.
         Move.VERIFY_FINISHED_LATE: _t("stopped", to=None),
+        # `resolve_conflicts`: an attempt at resolving the conflict, or the next one after
+        # one sent back or interrupted; or none, for a budget or a stop.
+        Move.RESOLUTION_STARTED: _t("running", "verifying", "conflicted", to="running"),
+        Move.RESOLUTION_DECLINED: _t("conflicted", to=None),
     }
 )
 

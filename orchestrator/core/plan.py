@@ -103,6 +103,9 @@ class ResolvedSubtask(Frozen):
     verify: str | None = None  # effective: the subtask's own, else the plan's
     limits: Limits = Limits()
     split_of: str | None = None  # the plan entry a generated subtask came from
+    # `resolve_conflicts`: how many attempts an agent gets at resolving a merge conflict
+    # of this subtask's (0: none, the subtask ends conflicted as it always did).
+    resolve_attempts: int = 0
 
 
 class ResolvedPlan(Frozen):

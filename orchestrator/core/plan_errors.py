@@ -59,6 +59,9 @@ EXPECT: Mapping[str, str] = {
     "pass_env": "must be a variable name or a list of them",
     "review": "must be a mapping such as {push: origin, pr_command: 'gh pr create ...'}",
     "push_subtask_branches": "must be true or false",
+    "resolve_conflicts": "must be 'agent', 'off' or a mapping such as {attempts: 2}",
+    "resolve_conflicts.by": "must be 'agent' or 'off'",
+    "attempts": _WHOLE,
 }
 
 

@@ -194,6 +194,29 @@ class RawReview(_Raw):
     pr_command: Text | None = None
 
 
+def _resolve_shorthand(value: Any) -> Any:
+    # `agent` is `{by: agent}`; `off` and `false` turn the plan's choice off for a subtask.
+    if value is False:
+        return {"by": "off"}
+    return {"by": value} if isinstance(value, str) else value
+
+
+class RawResolveConflicts(_Raw):
+    by: Literal["agent", "off"] = "agent"
+    attempts: Annotated[int, Field(ge=1), _at_most(MAX_ATTEMPTS)] = 1
+
+    @property
+    def allowed(self) -> int:
+        """Attempts at resolving a conflict: 0 when off."""
+        return 0 if self.by == "off" else self.attempts
+
+
+NO_RESOLVING = RawResolveConflicts(by="off")  # neither the plan nor the subtask asks for it
+
+
+ResolveConflicts = Annotated[RawResolveConflicts, BeforeValidator(_resolve_shorthand)]
+
+
 class RawSplit(_Raw):
     files: Annotated[Globs, Field(min_length=1)]
     # no default: it decides how many agents the split starts
@@ -212,6 +235,7 @@ class RawSubtask(_Raw):
     verify: Text | None = None
     limits: RawLimits | None = None
     split: RawSplit | None = None
+    resolve_conflicts: ResolveConflicts | None = None
 
 
 class RawPlan(_Raw):
@@ -231,4 +255,9 @@ class RawPlan(_Raw):
     review: RawReview | None = None
     limits: RawLimits | None = None
     execution_limits: RawExecutionLimits | None = None
+    resolve_conflicts: ResolveConflicts | None = None
     subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
+
+    def resolve_attempts(self, subtask: RawSubtask) -> int:
+        """The subtask's own `resolve_conflicts`, else the plan's: attempts, 0 when off."""
+        return (subtask.resolve_conflicts or self.resolve_conflicts or NO_RESOLVING).allowed

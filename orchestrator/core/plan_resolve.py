@@ -198,6 +198,7 @@ class Resolver:
                     token_budget=limits.get("token_budget"),
                 ),
                 split_of=sub.id if part.total else None,
+                resolve_attempts=head.resolve_attempts(sub),
             )
 
     def _check_sizes(self, i: int, sub: RawSubtask) -> None:

@@ -31,6 +31,11 @@ class ReasonCode(enum.StrEnum):
     INTEGRATION_VERIFY_FAILED = "integration_verify_failed"
     SETUP_FAILED = "setup_failed"
     MERGE_FAILED = "merge_failed"
+    #: An agent's resolution of a merge conflict dropped lines one side added, and did not
+    #: say why (core/resolution.py).
+    RESOLUTION_DROPPED_CHANGES = "resolution_dropped_changes"
+    #: ... or left conflict markers, unmerged paths, or the merge itself unfinished.
+    RESOLUTION_UNFINISHED = "resolution_unfinished"
     #: None of the words above: a user's constraint's own sentence, or one an old log holds
     #: that starts with a word this version does not know. The detail is the whole sentence.
     OTHER = "other"

@@ -12,6 +12,7 @@ from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import attempt_output
 from orchestrator.core.reasons import sentence_or_none
+from orchestrator.core.resolution import resolutions, resolutions_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import last_output
 from orchestrator.core.views import AttemptView, SubtaskView
@@ -103,6 +104,9 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
     }
     if state.anomalies:  # only then, as in status.py
         report["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    resolved = [r for v in views for r in resolutions(v)]
+    if resolved:  # only where `resolve_conflicts` had an agent resolve a conflict
+        report["resolutions"] = resolved
     return report
 
 
@@ -219,6 +223,7 @@ def to_markdown(report: dict[str, Any]) -> str:
                 lines.append(f"  - worktree kept at `{item['worktree']}`")
             if item["output"]:
                 lines.append(f"  - agent output in `{item['output']}`")
+    lines += resolutions_markdown(report.get("resolutions", []))
     for title, key in (("Failed", "failed"), ("Skipped", "skipped"), ("Stopped", "stopped")):
         if report[key]:
             lines += ["", f"## {title}", ""]

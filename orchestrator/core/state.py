@@ -79,6 +79,23 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return move_subtask(
                 state, sid, Move.ATTEMPT_STARTED, attempts=(*view.attempts, attempt)
             )
+        case ev.ResolutionStarted(subtask_id=sid):
+            view = state.subtask(sid)
+            attempt = AttemptView(
+                number=event.attempt,
+                idempotency_key=event.idempotency_key,
+                run_dir=event.run_dir,
+                start_commit=event.start_commit,
+                after_changes=True,
+                resolution=event,
+            )
+            attempts = (*view.attempts, attempt)
+            return move_subtask(state, sid, Move.RESOLUTION_STARTED, attempts=attempts, reason=None)
+        case ev.ResolutionDeclined(subtask_id=sid, reason=reason):
+            declined = Reason(code=reason.code, detail=f"{reason.detail}; it stays conflicted")
+            return move_subtask(
+                state, sid, Move.RESOLUTION_DECLINED, resolution_declined=True, reason=declined
+            )
         case ev.AttemptPaneOpened(subtask_id=sid, pane_id=pane_id, at=at):
             state = update_attempt(state, sid, pane_id=pane_id, started_at=at or None)
             if event.resumed_session is not None:  # recovery's re-opening does not know it
@@ -128,6 +145,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 in_submodules=event.in_submodules,
                 paths=event.paths,
                 branch_paths=event.branch_paths,
+                resolution_check=event.resolution,
             )
             return update_subtask(state, sid, head_commit=head)
         case ev.VerifyFinished(subtask_id=sid):

@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.core.ids import attempt_output
 from orchestrator.core.reasons import sentence_or_none
+from orchestrator.core.resolution import resolutions
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 
@@ -64,6 +65,7 @@ def status_document(
                 "reason": sentence_or_none(view.reason),
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
                 "output": last_output(view),
+                **_resolutions(view),
             }
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
@@ -77,3 +79,9 @@ def last_output(view: SubtaskView) -> str | None:
     """The file that holds all its last attempt's agent printed (its pane may be closed)."""
     attempt = view.current_attempt
     return attempt_output(attempt.run_dir) if attempt is not None else None
+
+
+def _resolutions(view: SubtaskView) -> dict[str, Any]:
+    """`resolutions`, only for a subtask an agent resolved a conflict of."""
+    shown = resolutions(view)
+    return {"resolutions": shown} if shown else {}

@@ -76,6 +76,10 @@ class AttemptView:
     # leaves is judged with their work, not alone (an attempt sent back to finish may
     # only need to check that it is done).
     after_changes: bool = False
+    # An attempt at resolving a merge conflict: what it merged and why, and what the commit
+    # step found of its resolution.
+    resolution: ev.ResolutionStarted | None = None
+    resolution_check: ev.ResolutionCheck | None = None
 
     @property
     def exited(self) -> bool:
@@ -111,6 +115,12 @@ class SubtaskView:
     skipped_for: str | None = None  # the dependency whose failure skipped it
     copied: tuple[str, ...] = ()  # files its worktree's setup copied in
     integration_output: str = ""  # the tail of a failed integration_verify after its merge
+    resolution_declined: bool = False  # opted in, and a budget or a stop kept it from one
+
+    @property
+    def resolution_attempts(self) -> int:
+        """Attempts at resolving a conflict so far (one cut short by a crash not counted)."""
+        return sum(1 for a in self.attempts if a.resolution is not None and not a.interrupted)
 
     @property
     def checking_integration(self) -> bool:

@@ -9,6 +9,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
+from orchestrator.runtime import resolution
 from orchestrator.runtime.edges import Edges
 
 
@@ -21,6 +22,8 @@ async def commit_attempt(
     assert view.worktree is not None and attempt is not None
     if attempt.stopped_by is not None:
         return [await _set_aside(edges, state, sid, number)]
+    if attempt.resolution is not None:  # the merge it resolved, committed and checked
+        return [await resolution.commit(edges, state, sid)]
     # The agent's own account of its work, where it gave one, as the commit's body.
     said = f"\n\n{attempt.summary.strip()}" if attempt.summary.strip() else ""
     outcome = await edges.repository.commit_all(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
@@ -24,6 +25,7 @@ from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import BranchExists, branch_ref
+from orchestrator.runtime import resolution
 from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
@@ -178,7 +180,11 @@ async def _open_pane(
     earlier = await _earlier_attempts(edges, state, sid)
     context = _context(state, sid, number, feedback=_feedback_for(state, sid), earlier=earlier)
     adapter = adapter_for(state.spec(sid).agent.kind)
-    if adapter.supports_resume:
+    resolving = view.current_attempt is not None and view.current_attempt.resolution is not None
+    if resolving:  # a session of its own, told the whole task and what collided
+        section = await resolution.prepare(edges, state, sid)
+        context = replace(context, prompt=f"{context.prompt.rstrip()}\n\n{section}")
+    elif adapter.supports_resume:
         point = await trio.to_thread.run_sync(_resume_point, state, sid)
         context = resumed(context, point)
     files = attempt_files(state, sid, number)

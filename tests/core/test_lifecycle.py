@@ -74,6 +74,7 @@ def test_what_a_terminal_state_may_still_do_is_go_again_after_a_rerun() -> None:
     assert out_of_terminal == {
         (Move.RERUN, "stopped", "running"),
         (Move.DEPENDENCY_RERUN, "skipped", "pending"),
+        (Move.RESOLUTION_STARTED, "conflicted", "running"),  # `resolve_conflicts`
     }
 
 

@@ -34,6 +34,7 @@ def test_every_stable_word_of_cli_md_is_a_code() -> None:
         "timeout", "max_attempts", "token_budget", "no_changes", "no_progress",
         "verify_failed", "agent_failed", "dependency", "conflict", "stopped", "interrupted",
         "integration_verify_failed", "setup_failed", "merge_failed",
+        "resolution_dropped_changes", "resolution_unfinished",
     }  # fmt: skip
     assert set(WORDS) == promised
 

@@ -1,0 +1,59 @@
+"""The dropped-hunk check of an agent's conflict resolution: pure, in milliseconds."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core import events as ev
+from orchestrator.core.reasons import ReasonCode
+from orchestrator.core.resolution import dropped_hunks, has_markers, refusal, unexplained
+
+BASE = "a\nb\nc\n"
+OURS = "a\nb\nours1\nours2\nc\n"
+THEIRS = "a\ntheirs\nb\nc\n"
+
+
+def test_a_resolution_keeping_both_sides_drops_nothing() -> None:
+    assert dropped_hunks("f", BASE, OURS, THEIRS, "a\ntheirs\nb\nours1\nours2\nc\n") == ()
+
+
+def test_a_resolution_keeping_one_side_drops_the_others_hunk_by_its_lines() -> None:
+    (hunk,) = dropped_hunks("f", BASE, OURS, THEIRS, OURS)
+    assert (hunk.label, hunk.lines) == ("theirs f:2-2", ("theirs",))
+    (hunk,) = dropped_hunks("f", BASE, OURS, THEIRS, THEIRS)
+    assert hunk.label == "ours f:3-4"
+
+
+def test_a_line_changed_in_the_combining_counts_as_dropped() -> None:
+    assert len(dropped_hunks("f", BASE, OURS, THEIRS, "a\ntheirs\nb\nours1 edited\nours2\nc\n"))
+
+
+def test_a_dropped_hunk_passes_only_when_named_with_a_why() -> None:
+    dropped = dropped_hunks("f", BASE, OURS, THEIRS, OURS)
+    assert unexplained(dropped, "") == ("theirs f:2-2",)
+    assert unexplained(dropped, "- `theirs f:2-2`") == ("theirs f:2-2",)
+    assert unexplained(dropped, "- `theirs f:2-2`: ours renames it, so it is gone") == ()
+    check = ev.ResolutionCheck(merged_in="x" * 40, dropped=dropped, unexplained=("theirs f:2-2",))
+    reason = refusal(check)
+    assert reason is not None and reason.code is ReasonCode.RESOLUTION_DROPPED_CHANGES
+
+
+def test_markers_left_are_found() -> None:
+    assert has_markers("a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> abc\n")
+    assert not has_markers("a\n=======\nb\n")  # a lone rule of a text file is no marker
+
+
+lines = st.lists(st.sampled_from(["x", "y", "z", "w", ""]), max_size=8)
+
+
+@given(lines, lines, lines)
+def test_the_union_of_both_sides_in_order_never_drops_a_hunk(
+    base: list[str], ours: list[str], theirs: list[str]
+) -> None:
+    def text(rows: list[str]) -> str:
+        return "".join(f"{row}\n" for row in rows)
+
+    # every line of both sides, ours then theirs: each side's added lines are there in order
+    kept = text(ours + theirs)
+    assert dropped_hunks("f", text(base), text(ours), text(theirs), kept) == ()
