@@ -171,12 +171,14 @@ def build_timeline(
         subtask_id = getattr(event, "subtask_id", None)
         if subtask_id in rows:
             _advance(rows[subtask_id], event, item.at, merged_at, checked=checked)
+    # Subtasks wait from their first supervisor's start (before it, nothing could run).
+    began = next((i.at for i in logged if isinstance(i.event, ev.SupervisorStarted)), start)
     open_outcome = "running" if end is not None else "paused"
     built = []
     for spec in plan.subtasks:
         row = rows[spec.id]
-        ready = _ready_at(spec.depends_on, merged_at, start)
-        spans = _waits(spec.depends_on, ready, row, start, until)
+        ready = _ready_at(spec.depends_on, merged_at, began)
+        spans = _waits(spec.depends_on, ready, row, began, until)
         _close_open(row, until, open_outcome)
         built.append(TimelineRow(spec.id, (*spans, *row.spans), tuple(row.marks)))
     return Timeline(start, until, tuple(built), tuple(gaps))
