@@ -106,6 +106,8 @@ def report(
     store_url: str | None,
 ) -> None:
     """The merge report: what merged, what conflicted and with what, what failed and why."""
+    if as_html and (as_json or as_markdown):
+        raise click.UsageError("--html is a report of its own: leave out --json and --markdown")
     if as_html:
         click.echo(inspecting.report_html(repo, store_url, execution), nl=False)
         return
