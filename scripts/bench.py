@@ -23,6 +23,8 @@ job costs done by hand with git, tmux or sqlite3:
     rss_64_mb      the supervisor's peak RSS (VmHWM) over a 64-subtask run
     status_ms      `status --json` on an execution of 64 subtasks;
                    baseline: `git status` in the same repository
+    report_html_1024  Debian's chromium rendering `report --html`'s page of a 1,024-subtask
+                   execution (synthesized in process): scripts/bench_report_html.py
 
 Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
 median. A baseline runs in the same process, alternating with its measurement (kairo
@@ -98,6 +100,7 @@ class Sizes:
     resume: int = 32
     rss: int = 64
     rss_parallel: int = 16
+    report_subtasks: int = 1024
     runs: int = 5
     warmup: int = 1
 
@@ -112,6 +115,7 @@ TINY = Sizes(
     resume=2,
     rss=2,
     rss_parallel=2,
+    report_subtasks=16,
     runs=1,
     warmup=0,
 )
@@ -138,6 +142,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "resume_32_s": ("s", Target("<= 2 s", max_value=2.0)),
     "rss_64_mb": ("MB", Target("<= 150 MB", max_value=150)),
     "status_ms": ("ms", Target("<= 500 ms", max_value=500)),
+    "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
 }
 
 
@@ -1000,6 +1005,31 @@ def bench_status(lab: Lab, sizes: Sizes, repo: Path) -> Figure:
     return scaled(repeat("status_ms", sizes, alternate(kairo, by_hand)), 1e3)
 
 
+def browser_missing() -> str | None:
+    from tests.browser import missing
+
+    return missing()
+
+
+def bench_report_html(lab: Lab, sizes: Sizes) -> Figure:
+    """The browser's render of the HTML report of `report_subtasks` subtasks."""
+    from bench_report_html import browser_render_s, page_of_a_thousand
+
+    page, rendered = page_of_a_thousand(lab.root, sizes.report_subtasks)
+    times, messages = browser_render_s(page, runs=sizes.runs, warmup=sizes.warmup)
+    if messages:
+        warn(f"report_html_1024: the page left {messages} console message(s)")
+    for i, value in enumerate(times):
+        note(f"report_html_1024 run {i + 1}/{sizes.runs}: {value:.4g} s")
+    return Figure(
+        "report_html_1024",
+        statistics.median(times),
+        None,
+        tuple(times),
+        details={"page_kb": page.stat().st_size / 1024, "render_in_process_s": rendered},
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # The table, bench.json, the command line
 
@@ -1067,10 +1097,14 @@ def main(argv: list[str] | None = None) -> int:
         "resume_32_s": lambda: bench_resume(lab, sizes),
         "rss_64_mb": lambda: bench_rss(lab, sizes, kept),
         "status_ms": lambda: bench_status(lab, sizes, kept[-1]),
+        "report_html_1024": lambda: bench_report_html(lab, sizes),
     }
     try:
         for name, measurement in measurements.items():
             if name not in wanted:
+                continue
+            if name == "report_html_1024" and browser_missing() is not None:
+                note(f"report_html_1024: skipped, {browser_missing()}")
                 continue
             if name == "status_ms" and not kept:
                 failed.append(name)

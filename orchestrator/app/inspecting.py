@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,12 @@ from orchestrator.app.project import NoExecutionYet, open_project, repository_at
 from orchestrator.app.results import ExecutionListed, LeftHere, SparesKept, Verified
 from orchestrator.core.ids import short_id_named
 from orchestrator.core.report import build_report
+from orchestrator.core.report_html import html_page
 from orchestrator.errors import UsageError
 from orchestrator.git.execution_branches import unlogged_short_ids
 from orchestrator.git.spare_pools import spares_kept
 from orchestrator.git.spare_setting import spare_bytes
+from orchestrator.runtime.state_reader import read_logged
 from orchestrator.store.base import StoredEvent, UnknownExecution
 
 
@@ -95,3 +98,12 @@ def report(repo: Path, store_url: str | None, execution: str | None) -> dict[str
         execution_id = project.resolve(execution)
         state = project.state(execution_id)
         return build_report(state, project.status_of(state, project.row(execution_id)))
+
+
+def report_html(repo: Path, store_url: str | None, execution: str | None) -> str:
+    """`report --html`'s page: of a running execution, a snapshot of now."""
+    with open_project(repo, store_url, create=False) as project:
+        execution_id = project.resolve(execution)
+        row = project.row(execution_id)
+        state, logged = read_logged(project.store, execution_id)
+        return html_page(state, logged, project.document(state, row), now=time.time())

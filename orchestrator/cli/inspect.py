@@ -90,11 +90,27 @@ def verify(execution: str | None, repo: Path, store_url: str | None) -> None:
 @click.argument("execution", required=False, metavar="[ID]")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="The report as Markdown (a PR body).")
+@click.option(
+    "--html",
+    "as_html",
+    is_flag=True,
+    help="The report as one self-contained HTML page: a timeline, costs, conflicts.",
+)
 @common_options
 def report(
-    execution: str | None, as_json: bool, as_markdown: bool, repo: Path, store_url: str | None
+    execution: str | None,
+    as_json: bool,
+    as_markdown: bool,
+    as_html: bool,
+    repo: Path,
+    store_url: str | None,
 ) -> None:
     """The merge report: what merged, what conflicted and with what, what failed and why."""
+    if as_html and (as_json or as_markdown):
+        raise click.UsageError("--html is a report of its own: leave out --json and --markdown")
+    if as_html:
+        click.echo(inspecting.report_html(repo, store_url, execution), nl=False)
+        return
     document = inspecting.report(repo, store_url, execution)
     if as_json:
         click.echo(json.dumps(document, indent=2))

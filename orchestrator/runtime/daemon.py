@@ -31,7 +31,9 @@ from orchestrator import kairo_dir, logs
 from orchestrator.core.events import ExecutionCreated, StopMode
 from orchestrator.core.ids import live_view_channel
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.core.report_html import html_page
 from orchestrator.core.state import ExecutionState
+from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
@@ -39,9 +41,10 @@ from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, Tm
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
-from orchestrator.runtime.state_reader import read_state
+from orchestrator.runtime.state_reader import read_logged, read_state
 from orchestrator.runtime.supervisor import supervise
 from orchestrator.store import open_store
+from orchestrator.store.base import DurableExecutionStore
 from orchestrator.tmux.server import TmuxServer
 
 log = structlog.get_logger(__name__)
@@ -49,6 +52,10 @@ log = structlog.get_logger(__name__)
 
 def report_path(run_root: Path) -> Path:
     return run_root / "report.md"
+
+
+def html_report_path(run_root: Path) -> Path:
+    return run_root / "report.html"
 
 
 #: How long the live view waits for its go-ahead before it starts anyway.
@@ -159,9 +166,31 @@ async def run_supervisor(
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
         await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
+        await trio.to_thread.run_sync(
+            write_html_report, store, execution_id, Path(created.run_root)
+        )
         await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
+
+
+def write_html_report(store: DurableExecutionStore, execution_id: str, run_root: Path) -> None:
+    """report.html beside report.md. The page is a view: a failure to draw it is logged,
+    and the execution ends as it would have, `report --html` there to try again."""
+    try:
+        state, logged = read_logged(store, execution_id)
+        row = store.get_execution(execution_id)
+        document = status_document(
+            state,
+            status=state.status,
+            version=row.version if row is not None else 0,
+            head_seq=state.seq,
+            head_hash=row.head_hash if row is not None else "",
+        )
+        page = html_page(state, logged, document, now=time.time())
+        html_report_path(run_root).write_text(page, encoding="utf-8")
+    except Exception as error:
+        log.warning("html_report_not_written", error=repr(error))
 
 
 async def _open_session(

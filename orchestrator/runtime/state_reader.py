@@ -9,6 +9,7 @@ from __future__ import annotations
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState, apply, fold
+from orchestrator.core.timeline import LoggedEvent, unix_time
 from orchestrator.store.base import DurableExecutionStore, StoredEvent
 
 
@@ -32,6 +33,18 @@ def advance_state(store: DurableExecutionStore, state: ExecutionState) -> Execut
     for stored in store.read_events(state.execution_id, after_seq=state.seq):
         state = apply(state, _event(stored), stored.seq)
     return state
+
+
+def read_logged(
+    store: DurableExecutionStore, execution_id: str
+) -> tuple[ExecutionState, tuple[LoggedEvent, ...]]:
+    """The whole log, each event with the time it was written, and its fold (the HTML
+    report draws both): one read, no checkpoint."""
+    logged = tuple(
+        LoggedEvent(stored.seq, unix_time(stored.created_at), _event(stored))
+        for stored in store.read_events(execution_id)
+    )
+    return fold(execution_id, (item.event for item in logged)), logged
 
 
 def _event(stored: StoredEvent) -> ev.ExecutionEvent:

@@ -1,0 +1,121 @@
+"""`report --html`: one self-contained page of an execution, to look at rather than read.
+
+Pure: from the folded state, the logged events (with the times the store wrote them) and
+status --json's document. No script, and a Content-Security-Policy that forbids loading
+anything: its one stylesheet is inline and allowed by its hash. Everything that came from
+an agent or a plan (ids, paths, reasons, output tails) is escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+
+from orchestrator.core.report import build_report
+from orchestrator.core.report_html_conflicts import conflicts_of, overlaps_section
+from orchestrator.core.report_html_sections import (
+    events_section,
+    failures_section,
+    merges_section,
+    usage_section,
+)
+from orchestrator.core.report_html_style import BASE, position_rules
+from orchestrator.core.report_html_timeline import Positions, duration, timeline_section
+from orchestrator.core.state import ExecutionState
+from orchestrator.core.timeline import LoggedEvent, Timeline, build_timeline
+
+COUNTED = ("merged", "conflicted", "failed", "skipped", "stopped")
+
+
+def html_page(
+    state: ExecutionState,
+    logged: Sequence[LoggedEvent],
+    document: Mapping[str, Any],
+    *,
+    now: float,
+) -> str:
+    """`document`: status --json's; `now`: the snapshot's time (a running execution's
+    timeline runs up to it)."""
+    status = str(document["status"])
+    report = build_report(state, status)
+    timeline = build_timeline(state.plan, logged, end=now if status == "RUNNING" else None)
+    places = Positions()
+    subtasks = {entry["id"]: entry for entry in document["subtasks"]}
+    body = "".join(
+        (
+            _header(report, document, timeline, now),
+            timeline_section(timeline, subtasks, places),
+            usage_section(state.plan, document["subtasks"], places),
+            merges_section(report["merged"]),
+            overlaps_section(conflicts_of(document["subtasks"])),
+            failures_section(report),
+            events_section(logged, state.execution_id),
+        )
+    )
+    style = BASE + position_rules(places.lefts, places.widths)
+    digest = base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode("ascii")
+    policy = (
+        f"default-src 'none'; style-src 'sha256-{digest}'; img-src 'none'; "
+        "script-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    title = f"kairo-orch: {report['plan']} ({state.execution_id})"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(policy)}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{style}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
+def _header(
+    report: Mapping[str, Any], document: Mapping[str, Any], timeline: Timeline, now: float
+) -> str:
+    status = str(document["status"])
+    counts = {key: len(report[key]) for key in COUNTED}
+    counts["pending"] = len(report["pending"])
+    said = "".join(
+        f'<span id="count-{key}" data-count="{count}">{key}: <strong>{count:,}</strong></span>'
+        for key, count in counts.items()
+    )
+    head = report["integration_head"] or ""
+    lines = [
+        f"<header><h1>{escape(report['plan'])}</h1>",
+        f'<p>Execution <code id="execution-id">{escape(report["execution_id"])}</code> '
+        f'<span id="status" class="status st-{escape(status)}" data-status="{escape(status)}">'
+        f"{escape(status)}</span></p>",
+        f"<p>Integration branch <code>{escape(report['integration_branch'])}</code>"
+        f" at <code>{escape(head[:12])}</code>, from base"
+        f" <code>{escape(report['base_commit'][:12])}</code>. Started {_when(timeline.start)},"
+        f" {duration(timeline.end - timeline.start)} shown.</p>",
+        f'<p class="counts">{said}</p>',
+    ]
+    if status == "RUNNING":
+        lines.append(
+            f'<p class="note" id="snapshot">A snapshot at {_when(now)}, while it runs: '
+            "<code>kairo-orch report --html</code> again shows what happened since.</p>"
+        )
+    elif status == "PAUSED":
+        lines.append(
+            f'<p class="note" id="snapshot">No supervisor since {_when(timeline.end)}: '
+            "<code>kairo-orch resume</code> goes on with it.</p>"
+        )
+    for gap in timeline.gaps:
+        lines.append(
+            f'<p class="note gap-note">No supervisor from {_when(gap.start)} to '
+            f"{_when(gap.end)} ({duration(gap.end - gap.start)}): it was resumed"
+            " (the hatched band on the timeline).</p>"
+        )
+    for anomaly in report.get("anomalies", ()):
+        lines.append(f'<p class="note">{escape(anomaly)}</p>')
+    lines.append("</header>")
+    return "".join(lines)
+
+
+def _when(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,0 +1,111 @@
+"""The HTML report's "Overlaps and conflict map" section, from plain data.
+
+`overlaps_section` knows nothing of events or state: the page passes it the conflicts the
+log recorded (`conflicts_of`), and may pass overlap warnings and a map of which subtasks
+changed each path where it has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ConflictItem:
+    """One path of one conflicted subtask: git's kind, and the merged subtasks it met."""
+
+    subtask: str
+    path: str
+    kind: str
+    with_: tuple[str, ...] = ()
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class OverlapItem:
+    """Subtasks whose work touched the same paths, warned of before any merge."""
+
+    subtasks: tuple[str, ...]
+    paths: tuple[str, ...]
+    note: str = ""
+
+
+def conflicts_of(subtasks: Iterable[Mapping[str, Any]]) -> list[ConflictItem]:
+    """The conflicts of status --json's (or report --json's) subtask entries."""
+    return [
+        ConflictItem(
+            subtask=entry["id"],
+            path=conflict["path"],
+            kind=conflict["kind"],
+            with_=tuple(conflict.get("with", ())),
+            message=conflict.get("message", ""),
+        )
+        for entry in subtasks
+        for conflict in entry.get("conflicts", ())
+    ]
+
+
+def map_of(conflicts: Sequence[ConflictItem]) -> dict[str, list[str]]:
+    """Each conflicted path, and the subtasks it involves (the conflicted one first)."""
+    paths: dict[str, list[str]] = {}
+    for item in conflicts:
+        involved = paths.setdefault(item.path, [])
+        for subtask in (item.subtask, *item.with_):
+            if subtask not in involved:
+                involved.append(subtask)
+    return paths
+
+
+def overlaps_section(
+    conflicts: Sequence[ConflictItem],
+    overlaps: Sequence[OverlapItem] = (),
+    conflict_map: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """`conflict_map`: path -> the subtasks that changed it; by default, from `conflicts`."""
+    mapped = map_of(conflicts) if conflict_map is None else conflict_map
+    parts = ['<section id="conflicts"><h2>Overlaps and conflict map</h2>']
+    if not conflicts and not overlaps and not mapped:
+        parts.append('<p class="muted">No conflict and no overlap.</p></section>')
+        return "".join(parts)
+    if conflicts:
+        parts.append(
+            '<h3>Conflicts</h3><table class="conflicts"><thead><tr><th>subtask</th>'
+            "<th>path</th><th>kind</th><th>with</th><th>git said</th></tr></thead><tbody>"
+        )
+        for item in conflicts:
+            others = ", ".join(item.with_) or "the base"
+            parts.append(
+                f'<tr data-subtask="{escape(item.subtask)}"><td class="mono">'
+                f"{escape(item.subtask)}</td><td><code>{escape(item.path)}</code></td>"
+                f'<td>{escape(item.kind)}</td><td class="mono">{escape(others)}</td>'
+                f'<td class="muted">{escape(item.message)}</td></tr>'
+            )
+        parts.append("</tbody></table>")
+    if overlaps:
+        parts.append(
+            '<h3>Overlap warnings</h3><table class="overlaps"><thead><tr><th>subtasks</th>'
+            "<th>paths</th><th></th></tr></thead><tbody>"
+        )
+        for overlap in overlaps:
+            parts.append(
+                f'<tr><td class="mono">{escape(", ".join(overlap.subtasks))}</td>'
+                f"<td><code>{escape(', '.join(overlap.paths))}</code></td>"
+                f'<td class="muted">{escape(overlap.note)}</td></tr>'
+            )
+        parts.append("</tbody></table>")
+    if mapped:
+        parts.append(
+            '<h3>Conflict map</h3><table class="map"><thead><tr><th>path</th>'
+            "<th>subtasks</th></tr></thead><tbody>"
+        )
+        for path, subtasks in sorted(mapped.items()):
+            parts.append(
+                f'<tr data-path="{escape(path)}"><td><code>{escape(path)}</code></td>'
+                f'<td class="mono">{escape(", ".join(subtasks))}</td></tr>'
+            )
+        parts.append("</tbody></table>")
+    parts.append("</section>")
+    return "".join(parts)

@@ -1,0 +1,115 @@
+"""The HTML report, pure: its timeline, its escaping and policy, a plan of a thousand."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from orchestrator.core import events as ev
+from orchestrator.core.report_html import html_page
+from orchestrator.core.report_html_conflicts import ConflictItem, OverlapItem, overlaps_section
+from orchestrator.core.report_html_timeline import ROWS_IN_A_GROUP
+from orchestrator.core.state import ExecutionState, fold
+from orchestrator.core.status import status_document
+from orchestrator.core.timeline import Gap, LoggedEvent, Timeline, build_timeline
+from tests.world.big_log import T0, big_execution
+
+EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+def page(
+    state: ExecutionState, logged: Sequence[LoggedEvent], *, status: str, now: float = T0 + 1e4
+) -> str:
+    document = status_document(state, status=status, version=1, head_seq=state.seq, head_hash="h")
+    return html_page(state, logged, document, now=now)
+
+
+def test_a_thousand_subtasks_make_a_page_under_2_mb_in_groups() -> None:
+    state, logged = big_execution(1024)
+    html = page(state, logged, status=state.status)
+    assert len(html.encode()) < 2_000_000
+    assert html.count('class="row"') == 1024
+    groups = re.findall(r"<summary>subtasks ([\d,]+) to ([\d,]+) of 1,024", html)
+    assert len(groups) == 1024 // ROWS_IN_A_GROUP and groups[0] == ("1", "64")
+    assert html.count('<details class="group" open>') == 1  # the first group open
+    assert "events in the middle are not listed here" in html  # the log is capped
+
+
+def test_the_policy_forbids_loading_anything_and_allows_only_its_own_stylesheet() -> None:
+    state, logged = big_execution(3, max_parallel=2)
+    html = page(state, logged, status=state.status)
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)
+    assert policy is not None
+    assert "default-src &#x27;none&#x27;" in policy.group(1)
+    assert "unsafe" not in html and "<script" not in html and " style=" not in html
+    style = re.search(r"<style>(.*)</style>", html, re.S)
+    assert style is not None
+    digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
+    assert f"sha256-{digest}" in policy.group(1)
+
+
+def test_what_agents_printed_is_escaped() -> None:
+    state, logged = big_execution(6, max_parallel=2)  # s0005 fails its verify twice
+
+    def evil(item: LoggedEvent) -> LoggedEvent:
+        event = item.event
+        if isinstance(event, ev.VerifyFinished | ev.AttemptExited):
+            return replace(item, event=event.model_copy(update={"output_tail": EVIL}))
+        if isinstance(event, ev.AttemptJudged) and event.reason is not None:
+            reason = event.reason.model_copy(update={"detail": EVIL})
+            return replace(item, event=event.model_copy(update={"reason": reason}))
+        return item
+
+    logged = [evil(item) for item in logged]
+    state = fold(state.execution_id, (item.event for item in logged))
+    html = page(state, logged, status="FAILED")
+    assert state.subtask("s0005").state == "failed"
+    assert EVIL not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_conflicts_and_overlaps_render_from_plain_data() -> None:
+    html = overlaps_section(
+        [ConflictItem("b", "f<1>.txt", "content", ("a",))],
+        [OverlapItem(("a", "c"), ("g.txt",), "both rename g")],
+    )
+    assert "f&lt;1&gt;.txt" in html and "both rename g" in html
+    assert (
+        '<tr data-path="f&lt;1&gt;.txt"><td><code>f&lt;1&gt;.txt</code></td><td class="mono">b, a</td>'
+        in html
+    )
+    assert "No conflict" in overlaps_section([])
+
+
+def test_a_running_execution_is_a_snapshot_its_open_attempts_running() -> None:
+    state, logged = big_execution(4, max_parallel=2)
+    cut = next(i for i, item in enumerate(logged) if isinstance(item.event, ev.AttemptExited))
+    running = logged[:cut]
+    state = fold(state.execution_id, (item.event for item in running))
+    html = page(state, running, status="RUNNING", now=running[-1].at + 60)
+    assert 'id="snapshot"' in html
+    assert "k-agent o-running" in html
+
+
+def test_a_gap_is_drawn_at_a_fixed_share_whatever_its_length() -> None:
+    timeline = Timeline(0.0, 10_100.0, (), (Gap(50.0, 10_050.0),))
+    assert timeline.position(50.0) == timeline.position(0.0) + 50 / (100 + 5)
+    assert abs(timeline.position(10_050.0) - 55 / 105) < 1e-9
+    assert timeline.position(10_100.0) == 1.0
+
+
+def test_each_attempt_is_a_bar_coloured_by_its_outcome_and_dependencies_wait() -> None:
+    state, logged = big_execution(128, max_parallel=8)
+    timeline = build_timeline(state.plan, logged)
+    rows = {row.subtask_id: row for row in timeline.rows}
+    retried = [s.outcome for s in rows["s0007"].spans if s.kind == "agent"]
+    assert retried == ["sent_back", "accepted"]
+    assert [s.outcome for s in rows["s0005"].spans if s.kind == "agent"] == ["sent_back", "failed"]
+    waiting = [s for s in rows["s0063"].spans if s.kind == "waiting"]
+    merged = next(m.at for m in rows["s0062"].marks if m.kind == "merged")
+    assert len(waiting) == 1 and waiting[0].end == merged
+    assert [m.kind for m in rows["s0003"].marks] == ["conflicted"]
+    assert timeline.gaps == ()
