@@ -23,6 +23,11 @@ job costs done by hand with git, tmux or sqlite3:
     rss_64_mb      the supervisor's peak RSS (VmHWM) over a 64-subtask run
     status_ms      `status --json` on an execution of 64 subtasks;
                    baseline: `git status` in the same repository
+    merge_queue_32 the time 32 merges spend in `integration_verify` (a check that sleeps 2 s,
+                   one culprit) checked in batches; baseline: checked one by one
+                   (`integration_batch: 1`); the final trees must be equal:
+                   scripts/bench_merge_queue.py
+    merge_queue_32_clean  the same without a culprit, in checks' worth
     report_html_1024  Debian's chromium rendering `report --html`'s page of a 1,024-subtask
                    execution (synthesized in process): scripts/bench_report_html.py
 
@@ -100,6 +105,8 @@ class Sizes:
     resume: int = 32
     rss: int = 64
     rss_parallel: int = 16
+    queue: int = 32  # subtasks of merge_queue_32
+    check_s: float = 2.0  # how long its integration check sleeps
     report_subtasks: int = 1024
     runs: int = 5
     warmup: int = 1
@@ -115,6 +122,8 @@ TINY = Sizes(
     resume=2,
     rss=2,
     rss_parallel=2,
+    queue=4,
+    check_s=0.1,
     report_subtasks=16,
     runs=1,
     warmup=0,
@@ -142,6 +151,8 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "resume_32_s": ("s", Target("<= 2 s", max_value=2.0)),
     "rss_64_mb": ("MB", Target("<= 150 MB", max_value=150)),
     "status_ms": ("ms", Target("<= 500 ms", max_value=500)),
+    "merge_queue_32": ("s", Target("ratio <= 0.25 (8 checks of 32)", max_ratio=0.25)),
+    "merge_queue_32_clean": ("checks", Target("<= 2 checks' worth", max_value=2.0)),
     "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
 }
 
@@ -1005,6 +1016,48 @@ def bench_status(lab: Lab, sizes: Sizes, repo: Path) -> Figure:
     return scaled(repeat("status_ms", sizes, alternate(kairo, by_hand)), 1e3)
 
 
+def bench_merge_queue(lab: Lab, sizes: Sizes) -> list[Figure]:
+    """One execution each (the checks' count is what the figure is made of, and it does
+    not vary from run to run; their time is the sleeps')."""
+    from bench_merge_queue import run_queue
+
+    from orchestrator.core.plan import INTEGRATION_BATCH
+
+    culprit = f"s{sizes.queue * 13 // 32:02d}"
+    common = {"subtasks": sizes.queue, "sleep": sizes.check_s}
+    batched = run_queue(lab, make_repo, batch=INTEGRATION_BATCH, culprit=culprit, **common)
+    one_by_one = run_queue(lab, make_repo, batch=1, culprit=culprit, **common)
+    clean = run_queue(lab, make_repo, batch=INTEGRATION_BATCH, culprit=None, **common)
+    note(
+        f"merge_queue_32: {batched.checks} checks ({batched.check_s:.1f} s) in batches of "
+        f"{INTEGRATION_BATCH}, {one_by_one.checks} ({one_by_one.check_s:.1f} s) one by one, "
+        f"{clean.checks} without a culprit"
+    )
+    assert batched.tree == one_by_one.tree, "batched and one-by-one checks gave different trees"
+    assert batched.merged == one_by_one.merged == sizes.queue - 1
+    assert clean.merged == sizes.queue
+    return [
+        Figure(
+            "merge_queue_32",
+            batched.check_s,
+            one_by_one.check_s,
+            (batched.check_s,),
+            details={
+                "checks": batched.checks,
+                "checks_one_by_one": one_by_one.checks,
+                "same_tree": 1.0,
+            },
+        ),
+        Figure(
+            "merge_queue_32_clean",
+            clean.check_s / sizes.check_s,
+            None,
+            (clean.check_s / sizes.check_s,),
+            details={"checks": clean.checks, "check_s": clean.check_s},
+        ),
+    ]
+
+
 def browser_missing() -> str | None:
     from tests.browser import missing
 
@@ -1081,6 +1134,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(wanted) - set(TARGETS)
     if unknown:
         parser.error(f"unknown measurement {', '.join(sorted(unknown))}")
+    if "merge_queue_32_clean" in wanted and "merge_queue_32" not in wanted:
+        wanted.append("merge_queue_32")  # measured in the same run
     if "status_ms" in wanted and "rss_64_mb" not in wanted:
         wanted.append("rss_64_mb")  # status is measured on the rss run's execution
 
@@ -1088,7 +1143,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     failed: list[str] = []
     kept: list[Path] = []
-    measurements: dict[str, Callable[[], Figure]] = {
+    measurements: dict[str, Callable[[], Figure | list[Figure]]] = {
         "fanout_16": lambda: bench_fanout(lab, sizes, cold=False),
         "fanout_16_cold": lambda: bench_fanout(lab, sizes, cold=True),
         "checkpoint_us": lambda: bench_checkpoint(lab, sizes),
@@ -1097,6 +1152,7 @@ def main(argv: list[str] | None = None) -> int:
         "resume_32_s": lambda: bench_resume(lab, sizes),
         "rss_64_mb": lambda: bench_rss(lab, sizes, kept),
         "status_ms": lambda: bench_status(lab, sizes, kept[-1]),
+        "merge_queue_32": lambda: bench_merge_queue(lab, sizes),
         "report_html_1024": lambda: bench_report_html(lab, sizes),
     }
     try:
@@ -1111,7 +1167,8 @@ def main(argv: list[str] | None = None) -> int:
                 note("status_ms: skipped, the rss run left no execution to ask about")
                 continue
             try:
-                figures.append(measurement())
+                measured = measurement()
+                figures.extend(measured if isinstance(measured, list) else [measured])
             except Exception:
                 failed.append(name)
                 note(f"{name} failed:\n{traceback.format_exc()}")

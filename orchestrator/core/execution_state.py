@@ -35,6 +35,7 @@ class ExecutionState:
     unverified: tuple[str, ...] = ()
     check_failed: ev.IntegrationChecked | None = None
     check_stopped: bool = False
+    checks_run: int = 0  # times `integration_verify` ran to an outcome
     ended: ev.EndStatus | None = None
     ended_seq: int | None = None  # the seq of the execution_ended that ended it
     started_at: float | None = None  # unix time of the first supervisor start

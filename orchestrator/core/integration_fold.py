@@ -29,6 +29,7 @@ def merged_to_check(state: ExecutionState, event: ev.SubtaskMerged) -> Execution
 
 def checked(state: ExecutionState, event: ev.IntegrationChecked) -> ExecutionState:
     ids = event.subtask_ids
+    state = replace(state, checks_run=state.checks_run + 1)
     if not ids or state.unverified[: len(ids)] != ids:
         raise ValueError(
             f"integration_checked names {', '.join(ids)}, which are not the first merges "
@@ -106,7 +107,11 @@ def verified_alone(state: ExecutionState, event: ev.IntegrationVerified) -> Exec
     """A log written before merges were checked in batches: each merge checked alone, and
     undone by the same event when its check failed."""
     sid = event.subtask_id
-    state = replace(state, unverified=tuple(s for s in state.unverified if s != sid))
+    state = replace(
+        state,
+        unverified=tuple(s for s in state.unverified if s != sid),
+        checks_run=state.checks_run + 1,
+    )
     if event.exit_code == 0:
         return add_merged(state, sid, Move.CHECK_PASSED)
     check = state.plan.integration_verify

@@ -33,6 +33,7 @@ EXPECT: Mapping[str, str] = {
     "max_attempts": _WHOLE,
     "token_budget": _WHOLE,
     "max_files": _WHOLE,
+    "integration_batch": _WHOLE,
     "merge_order": "must be 'plan' or 'completion'",
     "kind": _KINDS,
     "by": "must be 'directory' or 'count'",

@@ -76,6 +76,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         "skipped": [u for u in unfinished if u["state"] == "skipped"],
         "stopped": [u for u in unfinished if u["state"] == "stopped"],
         "pending": [v.id for v in views if v.state not in _REPORTED],
+        **_checks(state),
         "usage": {
             "tokens": sum(v.tokens for v in views),
             "cost_usd": round(sum(v.cost_usd for v in views), 6),
@@ -111,6 +112,13 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
 
 
 TAIL_LINES = 12
+
+
+def _checks(state: ExecutionState) -> dict[str, Any]:
+    """How often `integration_verify` ran, where it did: merges are checked in batches."""
+    if not state.checks_run:
+        return {}
+    return {"integration_checks": {"runs": state.checks_run, "batch": state.plan.integration_batch}}
 
 
 def _attempt(attempt: AttemptView) -> dict[str, Any]:
@@ -195,6 +203,12 @@ def to_markdown(report: dict[str, Any]) -> str:
         spenders = sorted(usage["subtasks"].items(), key=lambda item: -item[1]["tokens"])
         spent = [f"{sid} {u['tokens']:,}" for sid, u in spenders if u["tokens"]]
         lines.append(f"- tokens: {usage['tokens']:,}{cost}: {_some(spent, IN_A_LINE)}")
+    if "integration_checks" in report:
+        checks = report["integration_checks"]
+        lines.append(
+            f"- `integration_verify` ran {checks['runs']} time(s), on batches of up to "
+            f"{checks['batch']} merges"
+        )
     if report["attempts"]:
         lines.append(f"- agent output: `{report['run_root']}/<subtask>/<attempt>/output.log`")
     if report["merged"]:

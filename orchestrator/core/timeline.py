@@ -168,9 +168,9 @@ def build_timeline(
         if isinstance(event, ev.SupervisorStarted) and event.resumed and item.at > previous:
             gaps.append(Gap(previous, item.at))
         previous = item.at
-        subtask_id = getattr(event, "subtask_id", None)
-        if subtask_id in rows:
-            _advance(rows[subtask_id], event, item.at, merged_at, checked=checked)
+        for subtask_id in ev.subtasks_named(event):
+            if subtask_id in rows:
+                _advance(subtask_id, rows[subtask_id], event, item.at, merged_at, checked=checked)
     # Subtasks wait from their first supervisor's start (before it, nothing could run).
     began = next((i.at for i in logged if isinstance(i.event, ev.SupervisorStarted)), start)
     open_outcome = "running" if end is not None else "paused"
@@ -185,7 +185,13 @@ def build_timeline(
 
 
 def _advance(
-    row: _Row, event: ev.ExecutionEvent, at: float, merged_at: dict[str, float], *, checked: bool
+    subtask_id: str,
+    row: _Row,
+    event: ev.ExecutionEvent,
+    at: float,
+    merged_at: dict[str, float],
+    *,
+    checked: bool,
 ) -> None:
     match event:
         case ev.SubtaskScheduled():
@@ -214,14 +220,35 @@ def _advance(
             if checked:
                 row.merged = at
             else:
-                merged_at[event.subtask_id] = at
+                merged_at[subtask_id] = at
         case ev.IntegrationVerified(exit_code=code):
             if row.merged is not None:
                 outcome = "" if code == 0 else "failed"
                 row.spans.append(Span("integration", row.merged, at, outcome, "integration_verify"))
                 row.merged = None
             if code == 0:
-                merged_at[event.subtask_id] = at
+                merged_at[subtask_id] = at
+        case ev.IntegrationChecked(exit_code=0, subtask_ids=run):
+            if row.merged is not None:
+                note = (
+                    f"integration_verify, with {len(run) - 1} other merge(s)"
+                    if len(run) > 1
+                    else "integration_verify"
+                )
+                row.spans.append(Span("integration", row.merged, at, "", note))
+                row.merged = None
+            merged_at[subtask_id] = at
+        case ev.MergesUndone(culprit=culprit):
+            if row.merged is not None:
+                note = (
+                    "integration_verify failed after its merge"
+                    if subtask_id == culprit
+                    else "merge undone: an earlier merge broke the check"
+                )
+                row.spans.append(Span("integration", row.merged, at, "failed", note))
+                row.merged = None
+            if subtask_id != culprit:
+                row.accepted = at  # back in the merge queue
         case ev.SubtaskConflicted(conflicts=conflicts):
             _close_queue(row, at, "conflicted")
             paths = ", ".join(conflict.path for conflict in conflicts)

@@ -93,8 +93,9 @@ async def close_ended_panes(journal: Journal, panes: Panes, grace_s: float) -> N
     while True:
         now = trio.current_time()
         ended = ended_panes(journal.state, closed)
-        for pane_id in ended:
-            seen.setdefault(pane_id, now)
+        # A pane's subtask may go back to work on it (merged, then checked): its grace
+        # begins again when it is over again.
+        seen = {pane_id: seen.get(pane_id, now) for pane_id in ended}
         due = {pane_id: ended[pane_id] for pane_id, at in seen.items() if now - at >= grace_s}
         if due:
             try:

@@ -242,6 +242,10 @@ def test_name_must_be_an_id(name: str) -> None:
         ("max_parallel: '4'", "plan.yaml:4:15: max_parallel must be a whole number >= 1 (got '4')"),
         ("max_parallel: 1.5", "plan.yaml:4:15: max_parallel must be a whole number >= 1 (got 1.5)"),
         (
+            "integration_batch: 0",
+            "plan.yaml:4:20: integration_batch must be a whole number >= 1 (got 0)",
+        ),
+        (
             "merge_order: first",
             "plan.yaml:4:14: merge_order must be 'plan' or 'completion' (got 'first')",
         ),

@@ -115,6 +115,11 @@ def test_a_failed_check_is_bisected_to_its_culprit_and_the_rest_merge_again() ->
     )
     assert "ImportError" in culprit.integration_output
     assert final.ended == "FAILED"
+    report = build_report(final, "FAILED")
+    assert report["integration_checks"] == {"runs": 5, "batch": 16}
+    assert "- `integration_verify` ran 5 time(s), on batches of up to 16 merges" in to_markdown(
+        report
+    )
 
 
 def test_a_failed_check_undoes_the_merge_and_fails_the_subtask_keeping_its_branch() -> None:

@@ -50,9 +50,9 @@ def test_the_grace_period_is_read_from_the_environment(value: str, seconds: floa
     assert pane_grace({"KAIRO_PANE_GRACE": value}) == seconds
 
 
-def _slow(path: str) -> Agent:
+def _slow(path: str, seconds: float = 0.15) -> Agent:
     async def agent(files: Tree, attempt: int) -> int:
-        await trio.sleep(0.15)
+        await trio.sleep(seconds)
         files[path] = "done\n"
         return 0
 
@@ -93,3 +93,27 @@ async def test_at_the_bound_ended_panes_make_room_whatever_the_grace(tmp_path: P
     # a window per pane in the world: three running agents and one more
     assert world.host.most_open == 4
     assert len(world.host.closed_panes) == 10 - 4
+
+
+async def test_a_pane_whose_subtask_goes_back_to_work_is_given_its_grace_again(
+    tmp_path: Path,
+) -> None:
+    # s1 ends first; its pane is seen ended while it waits for s0 to merge first. Then both
+    # are merged and checked, which their panes wait for: neither is over while it runs.
+    agents = {"s0": _slow("s0.txt"), "s1": _slow("s1.txt")}
+    agents["s0"] = _slow("s0.txt", seconds=0.7)
+    async with running_world(tmp_path, {"README.md": "x\n"}, agents) as world:
+        # Looks every 0.5 s: s1 is seen ended at the second, s0 merges before the third,
+        # which comes while the check runs.
+        world.environment["KAIRO_PANE_GRACE"] = "0.5"
+        world.host.checks["check"] = lambda files: (0, "")
+        world.host.check_seconds = 1.0
+        plan = {
+            "name": "world",
+            "integration_verify": "check",
+            "subtasks": [subtask("s0"), subtask("s1")],
+        }
+        world.create(plan)
+        final = await world.supervise()
+    assert final.status == "COMPLETED"
+    assert final.merged == ("s0", "s1")

@@ -50,6 +50,7 @@ class MemoryHost:
         self.repository = repository
         self.agents = dict(agents)
         self.checks: dict[str, Check] = {}
+        self.check_seconds = 0.0  # how long each check takes
         self.nursery: trio.Nursery | None = None  # the world's, set while it runs
         self.panes: dict[str, str] = {}  # pane id -> its runner's spec path
         self.titles: dict[str, str] = {}
@@ -170,6 +171,7 @@ class MemoryHost:
         check = self.checks.get(command)
         if check is None:
             return ShellResult(0, "")
+        await trio.sleep(self.check_seconds)
         return ShellResult(*check(self.repository.worktrees[cwd].files))
 
     async def stop_group(self, pgid: int) -> None:
