@@ -21,6 +21,7 @@ from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.views import (
     ACTIVE,
     AttemptView,
+    Overlap,
     SubtaskView,
 )
 
@@ -47,6 +48,7 @@ class ExecutionState:
     review: Mapping[ev.ReviewStep, ev.ReviewStepFinished | None] = field(default_factory=dict)
     review_cut: bool = False  # a review step was running when its supervisor stopped
     anomalies: tuple[Anomaly, ...] = ()  # moves the lifecycle does not allow, in log order
+    overlaps: tuple[Overlap, ...] = ()  # seen while agents worked, in the order first seen
 
     @property
     def plan(self) -> ResolvedPlan:
@@ -218,7 +220,22 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return replace(state, ended=status, ended_seq=seq)
         case ev.ExecutionReopened():
             return replace(state, ended=None, ended_seq=None)
+        case ev.OverlapFound():
+            return _overlap_found(state, event)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionState:
+    for subtask_id in event.subtasks:
+        state.subtask(subtask_id)  # one the plan does not name is a bug in the writer
+    for i, known in enumerate(state.overlaps):
+        if known.subtasks == event.subtasks and known.kind == event.kind:
+            paths = tuple(dict.fromkeys((*known.paths, *event.paths)))
+            overlaps = list(state.overlaps)
+            overlaps[i] = replace(known, paths=paths)
+            return replace(state, overlaps=tuple(overlaps))
+    found = Overlap(event.subtasks, event.kind, tuple(dict.fromkeys(event.paths)), event.at)
+    return replace(state, overlaps=(*state.overlaps, found))
 
 
 def _merged(
