@@ -114,6 +114,9 @@ class OverlapWatch:
         self._forget(self._indexed - {view.id for view in views})
         return seen, conflicting
 
+    def forget_all(self) -> None:
+        self._forget(set(self._indexed))
+
     def _forget(self, gone: Set[str]) -> None:
         """The index files of subtasks no longer watched go: a later attempt seeds anew."""
         for subtask_id in gone:
@@ -127,11 +130,14 @@ async def watch_overlaps(journal: Journal, looks: WorktreeLooks, every_s: float)
     """Until cancelled: look every `every_s` seconds and record what is new."""
     state = journal.state
     watch = OverlapWatch(looks, Path(state.created.run_root) / "overlaps")
-    while True:
-        await trio.sleep(every_s)
-        seen, conflicting = await watch.look(journal.state)
-        found = overlaps_to_record(journal.state, seen, conflicting, time.time())
-        if found:
-            for event in found:
-                log.info("overlap_found", subtasks=event.subtasks, kind=event.kind)
-            await journal.append(found)
+    try:
+        while True:
+            await trio.sleep(every_s)
+            seen, conflicting = await watch.look(journal.state)
+            found = overlaps_to_record(journal.state, seen, conflicting, time.time())
+            if found:
+                for event in found:
+                    log.info("overlap_found", subtasks=event.subtasks, kind=event.kind)
+                await journal.append(found)
+    finally:  # the supervisor ends (or stops): its looks' index files go with it
+        watch.forget_all()
