@@ -23,6 +23,8 @@ job costs done by hand with git, tmux or sqlite3:
     rss_64_mb      the supervisor's peak RSS (VmHWM) over a 64-subtask run
     status_ms      `status --json` on an execution of 64 subtasks;
                    baseline: `git status` in the same repository
+    conflict_map_32  the conflict map of 32 branches, one pair in ten sharing a file
+                   (scripts/bench_conflicts.py); baseline: merge-tree of every pair
 
 Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
 median. A baseline runs in the same process, alternating with its measurement (kairo
@@ -74,6 +76,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python scripts/bench.py` from a checkout
+
+from bench_conflicts import conflict_map_pair  # noqa: E402  (a measurement of its own)
 
 # The orchestrator is imported lazily, inside the measurements that call it in-process:
 # the CLI figures must not depend on what this process happens to have imported.
@@ -138,6 +142,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "resume_32_s": ("s", Target("<= 2 s", max_value=2.0)),
     "rss_64_mb": ("MB", Target("<= 150 MB", max_value=150)),
     "status_ms": ("ms", Target("<= 500 ms", max_value=500)),
+    "conflict_map_32": ("s", Target("<= 1.5 s", max_value=1.5)),
 }
 
 
@@ -1067,6 +1072,9 @@ def main(argv: list[str] | None = None) -> int:
         "resume_32_s": lambda: bench_resume(lab, sizes),
         "rss_64_mb": lambda: bench_rss(lab, sizes, kept),
         "status_ms": lambda: bench_status(lab, sizes, kept[-1]),
+        "conflict_map_32": lambda: repeat(
+            "conflict_map_32", sizes, conflict_map_pair(lab, sizes.repo_files, sizes.branches)
+        ),
     }
     try:
         for name, measurement in measurements.items():

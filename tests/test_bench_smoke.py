@@ -23,6 +23,7 @@ NAMES = {
     "resume_32_s",
     "rss_64_mb",
     "status_ms",
+    "conflict_map_32",
 }
 WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb"}
 
