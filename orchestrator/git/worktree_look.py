@@ -31,16 +31,28 @@ _LOOKER = Identity(Identity.DEFAULT_NAME, Identity.DEFAULT_EMAIL)
 class WorktreeChange:
     tree: str  # of the worktree's files as they are (what `git add --all` would stage)
     paths: frozenset[str]  # changed since the start commit
+    start_commit: str = ""
+    #: The look's index file as the look left it (inode, size, mtime): `add` writes it
+    #: only when something changed, so a next look that finds it so has the same tree.
+    index_stamp: tuple[int, int, int] | None = None
 
 
 async def worktree_tree(worktree: Path, *, index: Path, leave_out: Sequence[str] = ()) -> str:
     """The tree of `worktree`'s files as they are now, through the index file `index`."""
+    await _add_all(worktree, index, leave_out)
+    return await _write_tree(worktree, index)
+
+
+async def _add_all(worktree: Path, index: Path, leave_out: Sequence[str]) -> None:
     import trio  # here: as merge.py, which `start` imports with this module's parser
 
-    env = {"GIT_INDEX_FILE": str(index)}
     await trio.to_thread.run_sync(_seed, worktree, index)
-    await add_all_but(worktree, leave_out, env=env)
-    return (await git("write-tree", cwd=worktree, env=env)).stdout.strip()
+    await add_all_but(worktree, leave_out, env={"GIT_INDEX_FILE": str(index)})
+
+
+async def _write_tree(worktree: Path, index: Path) -> str:
+    written = await git("write-tree", cwd=worktree, env={"GIT_INDEX_FILE": str(index)})
+    return written.stdout.strip()
 
 
 async def changed_paths(repo: Path, base: str, tree: str) -> frozenset[str]:
@@ -51,10 +63,35 @@ async def changed_paths(repo: Path, base: str, tree: str) -> frozenset[str]:
 
 
 async def worktree_change(
-    worktree: Path, *, start_commit: str, index: Path, leave_out: Sequence[str] = ()
+    worktree: Path,
+    *,
+    start_commit: str,
+    index: Path,
+    leave_out: Sequence[str] = (),
+    last: WorktreeChange | None = None,
 ) -> WorktreeChange:
-    tree = await worktree_tree(worktree, index=index, leave_out=leave_out)
-    return WorktreeChange(tree, await changed_paths(worktree, start_commit, tree))
+    """What `worktree` changed since `start_commit`; `last`, the previous look's through
+    the same `index`, is the answer again where `add` found nothing new (one git process,
+    not three)."""
+    await _add_all(worktree, index, leave_out)
+    if (
+        last is not None
+        and last.start_commit == start_commit
+        and last.index_stamp is not None
+        and _stamp(index) == last.index_stamp
+    ):
+        return last
+    tree = await _write_tree(worktree, index)  # which writes its cache of trees there
+    paths = await changed_paths(worktree, start_commit, tree)
+    return WorktreeChange(tree, paths, start_commit, _stamp(index))
+
+
+def _stamp(index: Path) -> tuple[int, int, int] | None:
+    try:
+        found = index.stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
 
 
 async def commit_of_tree(repo: Path, tree: str, parent: str) -> str:

@@ -159,10 +159,16 @@ class GitWorktreeLooks:
         self.root = root
 
     async def change(
-        self, worktree: Path, *, start_commit: str, index: Path, leave_out: Sequence[str]
+        self,
+        worktree: Path,
+        *,
+        start_commit: str,
+        index: Path,
+        leave_out: Sequence[str],
+        last: WorktreeChange | None,
     ) -> WorktreeChange:
         return await worktree_change(
-            worktree, start_commit=start_commit, index=index, leave_out=leave_out
+            worktree, start_commit=start_commit, index=index, leave_out=leave_out, last=last
         )
 
     async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:

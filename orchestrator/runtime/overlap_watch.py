@@ -10,14 +10,16 @@ and the look records it as `overlap_found` events, which `status`, the live view
 report show. A warning only: nothing is decided on it, and a look that fails is logged and
 tried again at the next.
 
-It costs two git processes a running worktree a look while nothing changes there (`add`
-and `write-tree`), and three or four more where something did; docs/benchmarks.md has
-the supervisor's CPU with and without it.
+It costs one git process a running worktree a look while nothing changes there (`add`,
+which then leaves its index file as it was), and three or four where something did; a
+look that cost more than CPU_SHARE of a core over the interval puts the next off
+accordingly. docs/benchmarks.md has the supervisor's CPU with and without the looks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import resource
 import time
 from collections.abc import Mapping, Set
 from pathlib import Path
@@ -29,13 +31,17 @@ from orchestrator.core.overlaps import overlaps_to_record
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
+from orchestrator.git.worktree_look import WorktreeChange
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ports import WorktreeLooks
 
 log = structlog.get_logger(__name__)
 
-#: Seconds between two looks.
+#: Seconds between two looks, at least.
 LOOK_EVERY_S = 5.0
+#: The share of one core the looks may take: a look that cost more waits longer for the
+#: next (many worktrees, large ones), so that the agents keep the machine.
+CPU_SHARE = 0.02
 #: Seconds, instead of LOOK_EVERY_S (docs/operations.md); 0 turns the looks off.
 EVERY_VARIABLE = "KAIRO_OVERLAP_EVERY"
 _LOOK_AT_LEAST_S = 0.2
@@ -78,6 +84,7 @@ class OverlapWatch:
         self._looks = looks
         self._index_dir = index_dir
         self._checked: dict[str, tuple[str, str]] = {}
+        self._last: dict[str, WorktreeChange] = {}
         self._indexed: set[str] = set()  # subtasks an index file was made for
 
     def index(self, subtask_id: str) -> Path:
@@ -98,7 +105,9 @@ class OverlapWatch:
                     start_commit=view.start_commit,
                     index=self.index(view.id),
                     leave_out=view.copied,
+                    last=self._last.get(view.id),
                 )
+                self._last[view.id] = change
                 seen[view.id] = change.paths
                 head = state.integration_head
                 asked = (change.tree, head or "")
@@ -122,18 +131,31 @@ class OverlapWatch:
         for subtask_id in gone:
             self._indexed.discard(subtask_id)
             self._checked.pop(subtask_id, None)
+            self._last.pop(subtask_id, None)
             with contextlib.suppress(OSError):
                 self.index(subtask_id).unlink()
 
 
+def cpu_seconds() -> float:
+    """This process's CPU and that of the children it reaped (the looks' git processes,
+    and any other command's that ended meanwhile: an overestimate, on the safe side)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 async def watch_overlaps(journal: Journal, looks: WorktreeLooks, every_s: float) -> None:
-    """Until cancelled: look every `every_s` seconds and record what is new."""
+    """Until cancelled: look every `every_s` seconds, or less often where a look costs
+    more than CPU_SHARE of a core over that time, and record what is new."""
     state = journal.state
     watch = OverlapWatch(looks, Path(state.created.run_root) / "overlaps")
+    pause = every_s
     try:
         while True:
-            await trio.sleep(every_s)
+            await trio.sleep(pause)
+            before = cpu_seconds()
             seen, conflicting = await watch.look(journal.state)
+            pause = max(every_s, (cpu_seconds() - before) / CPU_SHARE)
             found = overlaps_to_record(journal.state, seen, conflicting, time.time())
             if found:
                 for event in found:

@@ -150,10 +150,17 @@ class WorktreeLooks(Protocol):
     never touch the agent's own index."""
 
     async def change(
-        self, worktree: Path, *, start_commit: str, index: Path, leave_out: Sequence[str]
+        self,
+        worktree: Path,
+        *,
+        start_commit: str,
+        index: Path,
+        leave_out: Sequence[str],
+        last: WorktreeChange | None,
     ) -> WorktreeChange:
         """The worktree's files as a tree, and the paths changed since `start_commit`;
-        `index` is the look's own index file, kept from one look to the next."""
+        `index` is the look's own index file, kept from one look to the next, and `last`
+        what the last look through it found."""
         ...
 
     async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:

@@ -40,6 +40,12 @@ def test_two_running_agents_editing_one_file_are_told_before_either_finishes(
         f"  - id: fix-c\n    agent: {{run: 'echo c > c.txt; {wait}'}}\n"
     )
     kairo.env["KAIRO_OVERLAP_EVERY"] = "0.3"
+    nothing = kairo.run("conflicts")
+    assert (nothing.returncode, nothing.stderr) == (
+        2,
+        "kairo-orch: there is no execution in this repository yet; "
+        "`kairo-orch start PLAN` starts one\n",
+    )
     assert kairo.run("start", str(plan), "--detach").returncode == 0
 
     wait_for(lambda: bool(overlaps(kairo)), seconds=30)
@@ -64,6 +70,11 @@ def test_two_running_agents_editing_one_file_are_told_before_either_finishes(
         }
     ]
     assert "fix-a and fix-b would conflict on src/x.py (content)" in kairo.run("conflicts").stdout
+    report = kairo.run("report", "--markdown").stdout
+    assert (
+        "## Conflict map\n\n- **fix-a** and **fix-b** would conflict on `src/x.py` (content)"
+        in (report)
+    )
 
     # fix-a finishes and merges: fix-b's edit now conflicts with merged work.
     (release / "fix-a").touch()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import trio
+
 from orchestrator.git.conflict_map import BranchToMap, conflict_map
 from orchestrator.git.worktree_look import conflicts_with, worktree_change
 from tests.git.conftest import run, write
@@ -50,7 +52,20 @@ async def test_the_paths_a_worktree_changed_are_seen_without_its_index(
     # Committed by the agent, the same work is the same change since the start.
     run(work, "add", "-A")
     run(work, "commit", "--quiet", "-m", "agent")
-    assert (await worktree_change(work, start_commit=start, index=index)) == again
+    committed = await worktree_change(work, start_commit=start, index=index, last=again)
+    assert (committed.tree, committed.paths) == (again.tree, again.paths)
+    # Nothing changed since: `add` leaves the index as it was, and the last look holds
+    # (once the index is a second newer than the files: git refreshes racily clean ones).
+    await trio.sleep(1.1)
+    committed = await worktree_change(work, start_commit=start, index=index, last=committed)
+    assert await worktree_change(work, start_commit=start, index=index, last=committed) is (
+        committed
+    )
+    write(work / "c.txt", "c\n")
+    assert (
+        "c.txt"
+        in (await worktree_change(work, start_commit=start, index=index, last=committed)).paths
+    )
 
 
 async def test_a_worktree_change_that_would_conflict_with_merged_work(
