@@ -30,6 +30,8 @@ job costs done by hand with git, tmux or sqlite3:
     merge_queue_32_clean  the same without a culprit, in checks' worth
     report_html_1024  Debian's chromium rendering `report --html`'s page of a 1,024-subtask
                    execution (synthesized in process): scripts/bench_report_html.py
+    conflict_map_32  the conflict map of 32 branches, one pair in ten sharing a file
+                   (scripts/bench_conflicts.py); baseline: merge-tree of every pair
 
 Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
 median. A baseline runs in the same process, alternating with its measurement (kairo
@@ -81,6 +83,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python scripts/bench.py` from a checkout
+
+from bench_conflicts import conflict_map_pair  # noqa: E402  (a measurement of its own)
 
 # The orchestrator is imported lazily, inside the measurements that call it in-process:
 # the CLI figures must not depend on what this process happens to have imported.
@@ -154,6 +158,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "merge_queue_32": ("s", Target("ratio <= 0.25 (8 checks of 32)", max_ratio=0.25)),
     "merge_queue_32_clean": ("checks", Target("<= 2 checks' worth", max_value=2.0)),
     "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
+    "conflict_map_32": ("s", Target("<= 1.5 s", max_value=1.5)),
 }
 
 
@@ -1154,6 +1159,9 @@ def main(argv: list[str] | None = None) -> int:
         "status_ms": lambda: bench_status(lab, sizes, kept[-1]),
         "merge_queue_32": lambda: bench_merge_queue(lab, sizes),
         "report_html_1024": lambda: bench_report_html(lab, sizes),
+        "conflict_map_32": lambda: repeat(
+            "conflict_map_32", sizes, conflict_map_pair(lab, sizes.repo_files, sizes.branches)
+        ),
     }
     try:
         for name, measurement in measurements.items():

@@ -26,7 +26,7 @@ AGENT = (
     'if [ "$KAIRO_SUBTASK_ID" = s00 ]; then while [ ! -f "$GATE" ]; do sleep 0.1; done; fi'
 )
 CHECK = (
-    'began=$(date +%s.%N); sleep {sleep}; status=0; test -f culprit.txt && status=1; '
+    "began=$(date +%s.%N); sleep {sleep}; status=0; test -f culprit.txt && status=1; "
     'echo "$began $(date +%s.%N) $status $KAIRO_SUBTASK_IDS" >> {log}; exit $status'
 )
 

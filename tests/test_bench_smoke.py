@@ -25,9 +25,16 @@ NAMES = {
     "resume_32_s",
     "rss_64_mb",
     "status_ms",
+    "conflict_map_32",
+    "merge_queue_32",
+    "merge_queue_32_clean",
 } | ({"report_html_1024"} if missing() is None else set())  # it needs chromium
-WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "report_html_1024"}
-DETAILS = {"report_html_1024": {"page_kb", "render_in_process_s"}}
+WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "merge_queue_32_clean", "report_html_1024"}
+DETAILS = {
+    "report_html_1024": {"page_kb", "render_in_process_s"},
+    "merge_queue_32": {"checks", "checks_one_by_one", "same_tree"},
+    "merge_queue_32_clean": {"checks", "check_s"},
+}
 
 
 def _is_number(value: object) -> bool:

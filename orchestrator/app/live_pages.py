@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from orchestrator.core.overlaps import some_sentences
 from orchestrator.core.views import ACTIVE, SubtaskStateName
 
 _NEEDS_A_LOOK = frozenset({"failed", "conflicted", "stopped", "skipped"})
@@ -71,3 +72,16 @@ def counts(items: list[dict[str, Any]]) -> str:
     )
     noun = "subtask" if len(items) == 1 else "subtasks"
     return f"{len(items):,} {noun}: {said}" if said else f"{len(items):,} {noun}"
+
+
+#: Overlaps the live view names, the latest first, on its one line of them.
+OVERLAPS_IN_VIEW = 3
+
+
+def overlap_line(document: dict[str, Any]) -> str | None:
+    """The live view's line of overlaps seen while agents work (core/overlaps.py), the
+    latest first; None while there is none."""
+    overlaps = document.get("overlaps", [])
+    if not overlaps:
+        return None
+    return "overlaps: " + "; ".join(some_sentences(overlaps[::-1], OVERLAPS_IN_VIEW))

@@ -31,6 +31,7 @@ _COMMANDS = {
     "validate": "orchestrator.cli.validate:validate",
     "clean": "orchestrator.cli.clean:clean",
     "watch": "orchestrator.cli.watch:watch",
+    "conflicts": "orchestrator.cli.conflicts:conflicts",
 }
 
 

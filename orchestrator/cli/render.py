@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.ids import short_id
+from orchestrator.core.overlaps import some_sentences
 from orchestrator.core.views import ACTIVE
 
 _STATE_STYLE = {
@@ -136,6 +137,8 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         out.print(f"not listed: {counts} (kairo-orch status --all lists every subtask)")
     for anomaly in document.get("anomalies", ()):  # an old log's, read as written
         out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
+    for said in some_sentences(document.get("overlaps", [])):
+        out.print(f"[yellow]overlap[/]: {escape(said)}")
 
 
 def _print_table(out: Console, table: Table) -> None:
@@ -184,3 +187,20 @@ def report(document: dict[str, Any]) -> None:
     from orchestrator.core.report import to_markdown
 
     console().print(Markdown(to_markdown(document)))
+
+
+def conflict_map(document: dict[str, Any]) -> None:
+    """`kairo-orch conflicts`: the pairs that would conflict first, then those that merge
+    clean."""
+    out = console()
+    branches, pairs = len(document["branches"]), document["pairs"]
+    noun = "pair changes" if len(pairs) == 1 else "pairs change"
+    out.print(f"{branches} branches to merge; {len(pairs)} {noun} a path in common")
+    for pair in sorted(pairs, key=lambda pair: not pair["conflicts"]):
+        first, second = pair["subtasks"]
+        if pair["conflicts"]:
+            said = ", ".join(f"{c['path']} ({c['kind']})" for c in pair["conflicts"])
+            out.print(f"  {first} and {second} [red]would conflict[/] on {escape(said)}")
+        else:
+            shared = ", ".join(pair["shared"])
+            out.print(f"  {first} and {second} both change {escape(shared)}: merges clean")

@@ -16,8 +16,9 @@ from pathlib import Path
 import click
 from rich.console import Group
 from rich.live import Live
+from rich.markup import escape
 
-from orchestrator.app.live_pages import Page, Pager
+from orchestrator.app.live_pages import Page, Pager, overlap_line
 from orchestrator.app.watching import Look, attach_to, follow, session_of
 from orchestrator.cli import render
 from orchestrator.cli.options import common_options
@@ -72,17 +73,19 @@ def _show(looks: Iterator[Look], pager: Pager) -> None:
     shown: tuple[object, ...] | None = None
     with Live(auto_refresh=False, console=render.console()) as live:
         for look in itertools.chain([first], looks):
-            page = pager.cut(look.document, live.console.size.height - _OTHER_LINES)
+            overlaps = overlap_line(look.document)
+            rows = live.console.size.height - _OTHER_LINES - (overlaps is not None)
+            page = pager.cut(look.document, rows)
             # Drawing is most of a look's cost: only for a change of what the page shows,
             # or a resize (a client of another size attached), which leaves the old frame
             # wrapped. A thousand subtasks are drawn a page at a time.
-            seen = (page, look.document["status"], look.ended, live.console.size)
+            seen = (page, look.document["status"], look.ended, live.console.size, overlaps)
             if seen != shown:
-                live.update(_frame(look, page), refresh=True)
+                live.update(_frame(look, page, overlaps), refresh=True)
                 shown = seen
 
 
-def _frame(look: Look, page: Page) -> Group:
+def _frame(look: Look, page: Page, overlaps: str | None) -> Group:
     document = look.document
     paging = (
         f"  page {page.number}/{page.pages} (n or space: next, p: previous)"
@@ -100,6 +103,7 @@ def _frame(look: Look, page: Page) -> Group:
         f"agent output, kept once a pane is closed: {document['run_root']}/<subtask>/<attempt>/"
         "output.log",
         render.status_table(page.subtasks, run_root=document["run_root"]),
+        *([f"[yellow]{escape(overlaps)}[/]"] if overlaps else []),
         footer,
     )
 

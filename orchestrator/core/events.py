@@ -398,6 +398,22 @@ class ExecutionReopened(_Event):
     type: Literal["execution_reopened"] = "execution_reopened"
 
 
+OverlapKind = Literal["both_edit", "conflicts_with_merged"]
+
+
+class OverlapFound(_Event):
+    """A warning seen while agents work (runtime/overlap_watch.py), nothing decided on it:
+    two subtasks change the same paths (`both_edit`: the two, in plan order), or a running
+    subtask's change would conflict with what is merged (`conflicts_with_merged`: that
+    one). Each path of a pair and kind is recorded once: `paths` are the new ones."""
+
+    type: Literal["overlap_found"] = "overlap_found"
+    subtasks: tuple[str, ...]
+    kind: OverlapKind
+    paths: tuple[str, ...]
+    at: float = 0.0  # unix time it was seen
+
+
 ExecutionEvent = Annotated[
     ExecutionCreated
     | SupervisorStarted
@@ -428,7 +444,8 @@ ExecutionEvent = Annotated[
     | ExecutionEnded
     | ExecutionReopened
     | ResolutionStarted
-    | ResolutionDeclined,
+    | ResolutionDeclined
+    | OverlapFound,
     Field(discriminator="type"),
 ]
 

@@ -14,7 +14,7 @@ from typing import Literal
 from orchestrator.core import events as ev
 from orchestrator.core.lifecycle import Anomaly, Move, allowed, target
 from orchestrator.core.plan import ResolvedPlan, ResolvedSubtask
-from orchestrator.core.views import SubtaskView
+from orchestrator.core.views import Overlap, SubtaskView
 
 ExecutionStatus = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
 
@@ -36,6 +36,7 @@ class ExecutionState:
     check_failed: ev.IntegrationChecked | None = None
     check_stopped: bool = False
     checks_run: int = 0  # times `integration_verify` ran to an outcome
+    overlaps: tuple[Overlap, ...] = ()  # seen while agents worked, in the order first seen
     ended: ev.EndStatus | None = None
     ended_seq: int | None = None  # the seq of the execution_ended that ended it
     started_at: float | None = None  # unix time of the first supervisor start

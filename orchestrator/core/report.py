@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import attempt_output
+from orchestrator.core.overlaps import overlap_documents, some_sentences
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions, resolutions_markdown
 from orchestrator.core.state import ExecutionState
@@ -108,6 +110,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
     resolved = [r for v in views for r in resolutions(v)]
     if resolved:  # only where `resolve_conflicts` had an agent resolve a conflict
         report["resolutions"] = resolved
+    if state.overlaps:
+        report["overlaps"] = overlap_documents(state)
     return report
 
 
@@ -173,6 +177,7 @@ _REPORTED = frozenset({"merged", "conflicted", "failed", "skipped", "stopped"})
 #: What went wrong (conflicts, failures) is always listed whole.
 MERGES_LISTED = 200
 IN_A_LINE = 20  # subtasks named in one line (the largest spenders first)
+OVERLAPS_LISTED = 50
 
 
 def _some(items: list[str], most: int) -> str:
@@ -269,6 +274,11 @@ def to_markdown(report: dict[str, Any]) -> str:
             "The log holds them (written before kairo-orch checked its moves, or edited by "
             "hand): what this report says is what the log says, as written.",
         ]
+    if report.get("overlaps"):
+        lines += ["", "## Overlaps seen while the agents worked", ""]
+        lines += [f"- {said}" for said in some_sentences(report["overlaps"], OVERLAPS_LISTED)]
+    if report.get("conflict_map"):
+        lines += ["", "## Conflict map", "", *conflict_map_lines(report["conflict_map"])]
     if report["review"]:
         lines += ["", "## Push and pull request", ""]
     for item in report["review"]:

@@ -27,7 +27,7 @@ from orchestrator.core.execution_state import initial_state as initial_state
 from orchestrator.core.lifecycle import Move
 from orchestrator.core.plan import ResolvedSubtask
 from orchestrator.core.reasons import Reason, ReasonCode
-from orchestrator.core.views import ACTIVE, AttemptView
+from orchestrator.core.views import ACTIVE, AttemptView, Overlap
 
 
 def fold(execution_id: str, events: Iterable[ev.ExecutionEvent]) -> ExecutionState:
@@ -205,7 +205,22 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return replace(state, ended=status, ended_seq=seq)
         case ev.ExecutionReopened():
             return replace(state, ended=None, ended_seq=None)
+        case ev.OverlapFound():
+            return _overlap_found(state, event)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionState:
+    for subtask_id in event.subtasks:
+        state.subtask(subtask_id)  # one the plan does not name is a bug in the writer
+    for i, known in enumerate(state.overlaps):
+        if known.subtasks == event.subtasks and known.kind == event.kind:
+            paths = tuple(dict.fromkeys((*known.paths, *event.paths)))
+            overlaps = list(state.overlaps)
+            overlaps[i] = replace(known, paths=paths)
+            return replace(state, overlaps=tuple(overlaps))
+    found = Overlap(event.subtasks, event.kind, tuple(dict.fromkeys(event.paths)), event.at)
+    return replace(state, overlaps=(*state.overlaps, found))
 
 
 def _interrupted(event: ev.AttemptInterrupted) -> Reason:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.core.ids import attempt_output
+from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions
 from orchestrator.core.state import ExecutionState
@@ -72,6 +73,8 @@ def status_document(
     }
     if state.anomalies:  # only then: a log that holds none is described as it always was
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
+    if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
+        document["overlaps"] = overlap_documents(state)
     return document
 
 

@@ -151,3 +151,14 @@ class SubtaskView:
     def session_id(self) -> str | None:
         """The agent's last conversation, which a nudge or a re-run resumes."""
         return next((a.session_id for a in reversed(self.attempts) if a.session_id), None)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """What the `overlap_found` events of one pair of subtasks (or one subtask, against
+    merged work) and one kind say together: every path, in the order they were seen."""
+
+    subtasks: tuple[str, ...]
+    kind: ev.OverlapKind
+    paths: tuple[str, ...]
+    at: float  # unix time it was first seen

@@ -37,7 +37,12 @@ from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
-from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
+from orchestrator.runtime.edge_adapters import (
+    GitRepository,
+    GitWorktreeLooks,
+    LocalProcesses,
+    TmuxPanes,
+)
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
@@ -158,6 +163,7 @@ async def run_supervisor(
             open_session=functools.partial(
                 _open_session, tmux, created, execution_id, paths, store_url
             ),
+            looks=GitWorktreeLooks(paths.toplevel),
         )
         journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
         final = await supervise(

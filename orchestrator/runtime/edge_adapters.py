@@ -13,6 +13,7 @@ from orchestrator.git import history, recovery, refs
 from orchestrator.git.commit import CommitOutcome, commit_all
 from orchestrator.git.merge import MergeOutcome, merge_branch
 from orchestrator.git.repo import Identity, git
+from orchestrator.git.worktree_look import WorktreeChange, conflicts_with, worktree_change
 from orchestrator.runtime import attempts, process_groups, processes
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.processes import ShellResult
@@ -149,3 +150,27 @@ class LocalProcesses:
 
     async def runner_alive(self, files: RunFiles) -> bool:
         return await trio.to_thread.run_sync(attempts.runner_alive, files)
+
+
+class GitWorktreeLooks:
+    """Looks at the worktrees of the repository at `root` (worktree_look.py)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    async def change(
+        self,
+        worktree: Path,
+        *,
+        start_commit: str,
+        index: Path,
+        leave_out: Sequence[str],
+        last: WorktreeChange | None,
+    ) -> WorktreeChange:
+        return await worktree_change(
+            worktree, start_commit=start_commit, index=index, leave_out=leave_out, last=last
+        )
+
+    async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:
+        found = await conflicts_with(self.root, tree, start_commit=start_commit, onto=onto)
+        return {conflict.path for conflict in found}

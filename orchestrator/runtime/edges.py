@@ -12,7 +12,7 @@ from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
-from orchestrator.runtime.ports import Panes, Processes, Repository
+from orchestrator.runtime.ports import Panes, Processes, Repository, WorktreeLooks
 
 
 @dataclass
@@ -32,6 +32,8 @@ class Edges:
     stop_now: trio.Event = field(default_factory=trio.Event)
     #: Opens the execution's tmux session again, live view and all, where it went away.
     open_session: Callable[[], Awaitable[None]] | None = None
+    #: Looks at running worktrees for overlaps; none, none are looked for.
+    looks: WorktreeLooks | None = None
 
 
 def integration_checkout(state: ExecutionState) -> Path:

@@ -19,6 +19,7 @@ import trio
 from orchestrator.git.commit import CommitOutcome
 from orchestrator.git.history import CommitSummary, DiffStat
 from orchestrator.git.merge import MergeOutcome
+from orchestrator.git.worktree_look import WorktreeChange
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.processes import ShellResult
 from orchestrator.tmux.layout import PaneRef
@@ -141,4 +142,27 @@ class Processes(Protocol):
 
     async def runner_alive(self, files: RunFiles) -> bool:
         """Whether the runner of the attempt whose files these are still runs."""
+        ...
+
+
+class WorktreeLooks(Protocol):
+    """Looks at running subtasks' worktrees for overlaps (runtime/overlap_watch.py), which
+    never touch the agent's own index."""
+
+    async def change(
+        self,
+        worktree: Path,
+        *,
+        start_commit: str,
+        index: Path,
+        leave_out: Sequence[str],
+        last: WorktreeChange | None,
+    ) -> WorktreeChange:
+        """The worktree's files as a tree, and the paths changed since `start_commit`;
+        `index` is the look's own index file, kept from one look to the next, and `last`
+        what the last look through it found."""
+        ...
+
+    async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:
+        """The paths of `tree` (from `start_commit`) that would conflict merged into `onto`."""
         ...

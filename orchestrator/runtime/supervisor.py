@@ -30,6 +30,7 @@ from orchestrator.runtime.closing_panes import close_ended_panes, pane_grace
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.overlap_watch import look_every, watch_overlaps
 from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.ports import Panes
 from orchestrator.runtime.recovery import reconcile
@@ -113,6 +114,9 @@ async def _loop(
         nursery.start_soon(journal.keep_lease, "RUNNING")
         nursery.start_soon(stop_on_signals, journal, signals)
         nursery.start_soon(close_ended_panes, journal, edges.panes, pane_grace(edges.environment))
+        every = look_every(edges.environment)
+        if edges.looks is not None and every is not None:
+            nursery.start_soon(watch_overlaps, journal, edges.looks, every)
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()
