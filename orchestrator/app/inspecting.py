@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.app.conflicts import branches_to_map, map_of
 from orchestrator.app.project import NoExecutionYet, open_project, repository_at
 from orchestrator.app.results import ExecutionListed, LeftHere, SparesKept, Verified
 from orchestrator.core.conflict_map import to_document
 from orchestrator.core.ids import short_id_named
 from orchestrator.core.report import build_report
 from orchestrator.core.report_html import html_page
-from orchestrator.errors import KairoError, UsageError
+from orchestrator.errors import UsageError
 from orchestrator.git.execution_branches import unlogged_short_ids
 from orchestrator.git.spare_pools import spares_kept
 from orchestrator.git.spare_setting import spare_bytes
+from orchestrator.runtime.conflict_maps import map_if_any
 from orchestrator.runtime.state_reader import read_logged
 from orchestrator.store.base import StoredEvent, UnknownExecution
 
@@ -101,11 +101,9 @@ def report(repo: Path, store_url: str | None, execution: str | None) -> dict[str
         state = project.state(execution_id)
         document = build_report(state, project.status_of(state, project.row(execution_id)))
         root = project.paths.toplevel
-    if len(branches_to_map(state)) >= 2:  # a pair to map, of branches that may still merge
-        # Another repository's execution (a shared store) has its commits elsewhere: the
-        # report says what its log says, and `kairo-orch conflicts` there maps it.
-        with contextlib.suppress(KairoError):
-            document["conflict_map"] = to_document(map_of(root, state))
+    found = map_if_any(root, state)
+    if found is not None:
+        document["conflict_map"] = to_document(found)
     return document
 
 
@@ -115,4 +113,7 @@ def report_html(repo: Path, store_url: str | None, execution: str | None) -> str
         execution_id = project.resolve(execution)
         row = project.row(execution_id)
         state, logged = read_logged(project.store, execution_id)
-        return html_page(state, logged, project.document(state, row), now=time.time())
+        document = project.document(state, row)
+        root = project.paths.toplevel
+    found = map_if_any(root, state)
+    return html_page(state, logged, document, now=time.time(), conflict_map=found)

@@ -15,8 +15,16 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from orchestrator.core.conflict_map import ConflictMap
+from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.report import build_report
-from orchestrator.core.report_html_conflicts import conflicts_of, overlaps_section
+from orchestrator.core.report_html_conflicts import (
+    ConflictItem,
+    OverlapItem,
+    conflicts_of,
+    map_of,
+    overlaps_section,
+)
 from orchestrator.core.report_html_sections import (
     events_section,
     failures_section,
@@ -37,9 +45,11 @@ def html_page(
     document: Mapping[str, Any],
     *,
     now: float,
+    conflict_map: ConflictMap | None = None,
 ) -> str:
     """`document`: status --json's; `now`: the snapshot's time (a running execution's
-    timeline runs up to it)."""
+    timeline runs up to it); `conflict_map`: what the branches that may still merge would
+    conflict on, where git could say."""
     status = str(document["status"])
     report = build_report(state, status)
     timeline = build_timeline(state.plan, logged, end=now if status == "RUNNING" else None)
@@ -51,7 +61,7 @@ def html_page(
             timeline_section(timeline, subtasks, places),
             usage_section(state.plan, document["subtasks"], places),
             merges_section(report["merged"]),
-            overlaps_section(conflicts_of(document["subtasks"])),
+            overlaps_section(*_conflicts_and_overlaps(state, document, conflict_map)),
             failures_section(report),
             events_section(logged, state.execution_id),
         )
@@ -119,3 +129,21 @@ def _header(
 
 def _when(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _conflicts_and_overlaps(
+    state: ExecutionState, document: Mapping[str, Any], conflict_map: ConflictMap | None
+) -> tuple[list[ConflictItem], list[OverlapItem], dict[str, list[str]]]:
+    """The conflicts the log recorded, the overlaps it warned of, and the map of both with
+    what the branches still to merge would conflict on."""
+    conflicts = conflicts_of(document["subtasks"])
+    overlaps = [
+        OverlapItem(tuple(o["subtasks"]), tuple(o["paths"]), o["sentence"])
+        for o in overlap_documents(state)
+    ]
+    mapped = map_of(conflicts)
+    for pair in conflict_map.conflicting if conflict_map is not None else ():
+        for conflict in pair.conflicts:
+            involved = mapped.setdefault(conflict.path, [])
+            involved += [s for s in (pair.first, pair.second) if s not in involved]
+    return conflicts, overlaps, mapped

@@ -37,6 +37,7 @@ from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.conflict_maps import map_if_any
 from orchestrator.runtime.edge_adapters import (
     GitRepository,
     GitWorktreeLooks,
@@ -193,7 +194,8 @@ def write_html_report(store: DurableExecutionStore, execution_id: str, run_root:
             head_seq=state.seq,
             head_hash=row.head_hash if row is not None else "",
         )
-        page = html_page(state, logged, document, now=time.time())
+        found = map_if_any(Path(state.created.repo_root), state)
+        page = html_page(state, logged, document, now=time.time(), conflict_map=found)
         html_report_path(run_root).write_text(page, encoding="utf-8")
     except Exception as error:
         log.warning("html_report_not_written", error=repr(error))

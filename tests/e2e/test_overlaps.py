@@ -75,6 +75,15 @@ def test_two_running_agents_editing_one_file_are_told_before_either_finishes(
         "## Conflict map\n\n- **fix-a** and **fix-b** would conflict on `src/x.py` (content)"
         in (report)
     )
+    # The HTML page (a snapshot of the running execution) shows both, from the same data.
+    page = kairo.run("report", "--html").stdout
+    conflicts = page[page.index('<section id="conflicts">') :]
+    conflicts = conflicts[: conflicts.index("</section>")]
+    assert "fix-a and fix-b both edit src/x.py" in conflicts
+    assert (
+        '<tr data-path="src/x.py"><td><code>src/x.py</code></td><td class="mono">fix-a, fix-b'
+        in conflicts
+    )
 
     # fix-a finishes and merges: fix-b's edit now conflicts with merged work.
     (release / "fix-a").touch()
