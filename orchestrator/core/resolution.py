@@ -164,16 +164,40 @@ def conflict_section(
         "changes and theirs are kept, remove every marker, and leave the merge for the "
         "supervisor to commit (do not commit, do not abort the merge).",
     ]
+    size, left_out, unlisted = 0, False, 0
     for conflict in started.conflicts:
         who = ", ".join(conflict.with_) or "work merged earlier"
-        parts += ["", f"### {conflict.path} ({conflict.kind}), collides with: {who}", ""]
+        header = ["", f"### {conflict.path} ({conflict.kind}), collides with: {who}", ""]
+        if size + _chars(header) > SECTION_CHARS + PATHS_CHARS:
+            unlisted += 1
+            continue
         side = merged_sides.get(conflict.path, "").rstrip("\n")
-        if side:
-            parts += ["What the integration branch changed there:", "```diff", side, "```"]
         listed = labels.get(conflict.path, ())
+        detail = []
+        if side:
+            detail += ["What the integration branch changed there:", "```diff", side, "```"]
         if listed:
-            parts += ["The hunks of both sides, as they must be named if one is dropped:"]
-            parts += [f"- `{label}`" for label in listed]
+            detail += ["The hunks of both sides, as they must be named if one is dropped:"]
+            detail += [f"- `{label}`" for label in listed]
+        # The prompt travels in the agent's environment too, where exec refuses more than
+        # 128 KiB: past the bound, the paths alone, and where to look.
+        if size + _chars(header) + _chars(detail) > SECTION_CHARS:
+            left_out, detail = True, []
+        parts += header + detail
+        size += _chars(header) + _chars(detail)
+    if left_out:
+        parts += [
+            "",
+            "The paths listed without their diff were left out of this prompt, which is long "
+            "enough: `git diff HEAD...MERGE_HEAD -- PATH` shows what the integration branch "
+            "changed in PATH.",
+        ]
+    if unlisted:
+        parts += [
+            "",
+            f"And {unlisted} more conflicted path(s): `git diff --name-only --diff-filter=U` "
+            "lists every one.",
+        ]
     parts += [
         "",
         "Every line either side added must survive your resolution; it is checked. If one "
@@ -192,6 +216,15 @@ def hunk_labels(path: str, base: str, ours: str, theirs: str) -> list[str]:
             if hunk.end > hunk.start:
                 labels.append(f"{side} {path}:{hunk.start + 1}-{hunk.end}")
     return labels
+
+
+#: What the conflicts' diffs and hunks take of the prompt at most, and then their paths.
+SECTION_CHARS = 32 * 1024
+PATHS_CHARS = 16 * 1024
+
+
+def _chars(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
 
 
 def bounded(diff: str, limit: int = SIDE_DIFF_LINES) -> str:

@@ -49,7 +49,9 @@ def resolution_starts(
             )
             yield ev.ResolutionDeclined(subtask_id=sid, reason=reason)
             continue
-        if free <= 0:
+        # It merges the integration branch in: only once what is on it has passed its
+        # check, or a culprit undone would come back with the resolution.
+        if free <= 0 or state.unverified:
             return
         assert view.head_commit is not None and state.integration_head is not None
         started = yield from _start(

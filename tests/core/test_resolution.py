@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from orchestrator.core import events as ev
 from orchestrator.core.reasons import ReasonCode
-from orchestrator.core.resolution import dropped_hunks, has_markers, refusal, unexplained
+from orchestrator.core.resolution import (
+    conflict_section,
+    dropped_hunks,
+    has_markers,
+    refusal,
+    unexplained,
+)
 
 BASE = "a\nb\nc\n"
 OURS = "a\nb\nours1\nours2\nc\n"
@@ -57,3 +63,42 @@ def test_the_union_of_both_sides_in_order_never_drops_a_hunk(
     # every line of both sides, ours then theirs: each side's added lines are there in order
     kept = text(ours + theirs)
     assert dropped_hunks("f", text(base), text(ours), text(theirs), kept) == ()
+
+
+def test_the_prompts_account_of_many_conflicts_stays_small_enough_to_hand_over() -> None:
+    paths = [f"src/m{i:03}.py" for i in range(300)]
+    started = ev.ResolutionStarted(
+        subtask_id="s",
+        attempt=2,
+        idempotency_key="k",
+        run_dir="/r",
+        start_commit="a" * 40,
+        merged_in="b" * 40,
+        conflicts=tuple(ev.Conflict(path=p, kind="content", **{"with": ("other",)}) for p in paths),
+    )
+    diff = "\n".join(f"+line {i} of a long change" for i in range(40))
+    section = conflict_section(
+        started, {p: diff for p in paths}, {p: [f"ours {p}:1-40"] for p in paths}
+    )
+    assert len(section.encode()) < 64 * 1024  # an environment variable exec still takes
+    assert all(f"### {p} (content), collides with: other" in section for p in paths)
+    assert "`git diff HEAD...MERGE_HEAD -- PATH` shows" in section
+    assert "ours src/m000.py:1-40" in section  # the first ones in full
+
+
+def test_past_a_bound_the_conflicted_paths_are_counted_not_listed() -> None:
+    paths = [f"src/a/very/long/path/to/module_number_{i:05}.py" for i in range(2000)]
+    started = ev.ResolutionStarted(
+        subtask_id="s",
+        attempt=2,
+        idempotency_key="k",
+        run_dir="/r",
+        start_commit="a" * 40,
+        merged_in="b" * 40,
+        conflicts=tuple(ev.Conflict(path=p, kind="content") for p in paths),
+    )
+    section = conflict_section(started, {}, {})
+    assert len(section.encode()) < 64 * 1024
+    listed = section.count("### src/")
+    assert 0 < listed < 2000
+    assert f"And {2000 - listed} more conflicted path(s)" in section

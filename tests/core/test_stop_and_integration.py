@@ -411,3 +411,22 @@ def test_the_report_sums_the_usage_the_agents_reported() -> None:
     }
     assert "- tokens: 1,500 ($0.25): a 1,500" in to_markdown(report)
     assert state.subtask("a").session_id == "s-1"
+
+
+def test_a_conflict_is_resolved_only_onto_merges_that_passed_their_check() -> None:
+    # a merges, b conflicts in the same step: b's resolution waits for a's check, and
+    # merges in the branch as that check left it.
+    world = CheckedWorld(conflicts=("b",))
+    p = checked_plan("a", "b")
+    p = p.model_copy(
+        update={"subtasks": tuple(s.model_copy(update={"resolve_attempts": 1}) for s in p.subtasks)}
+    )
+    state = drive_until(start(p), world, lambda s: s.subtask("b").state == "conflicted")
+    assert state.unverified == ("a",)
+    decision = decide(state)
+    assert not any(isinstance(e, ev.ResolutionStarted) for e in decision.events)
+    assert decision.commands == (cmd.CheckIntegration(subtask_id="a", subtask_ids=("a",)),)
+    state = feed(state, world.answer(state, decision.commands[0]))
+    [started] = decide(state).events
+    assert isinstance(started, ev.ResolutionStarted)
+    assert started.merged_in == state.subtask("a").merge.merge_commit  # type: ignore[union-attr]
