@@ -39,6 +39,7 @@ from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.conflict_maps import map_if_any
 from orchestrator.runtime.edge_adapters import (
+    GitConflictResolutions,
     GitRepository,
     GitWorktreeLooks,
     LocalProcesses,
@@ -165,6 +166,7 @@ async def run_supervisor(
                 _open_session, tmux, created, execution_id, paths, store_url
             ),
             looks=GitWorktreeLooks(paths.toplevel),
+            resolutions=GitConflictResolutions(identity),
         )
         journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
         final = await supervise(

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.git import history, recovery, refs
+from orchestrator.git import history, recovery, refs, resolution
 from orchestrator.git.commit import CommitOutcome, commit_all
 from orchestrator.git.merge import MergeOutcome, merge_branch
 from orchestrator.git.repo import Identity, git
+from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange, conflicts_with, worktree_change
 from orchestrator.runtime import attempts, process_groups, processes
 from orchestrator.runtime.attempts import RunFiles
@@ -174,3 +175,51 @@ class GitWorktreeLooks:
     async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:
         found = await conflicts_with(self.root, tree, start_commit=start_commit, onto=onto)
         return {conflict.path for conflict in found}
+
+
+class GitConflictResolutions:
+    """Resolutions in the worktrees of a repository committed to as `identity`
+    (git/resolution.py)."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+
+    async def start_merge(
+        self, worktree: Path, *, start_commit: str, merged_in: str, leave_out: Sequence[str]
+    ) -> None:
+        await resolution.start_merge(
+            worktree, start_commit=start_commit, merged_in=merged_in, leave_out=leave_out
+        )
+
+    async def merge_base(self, worktree: Path, one: str, other: str) -> str:
+        return await resolution.merge_base(worktree, one, other)
+
+    async def text_at(self, worktree: Path, commit: str, path: str) -> str:
+        return await resolution.text_at(worktree, commit, path)
+
+    async def diff_of(self, worktree: Path, old: str, new: str, paths: Sequence[str]) -> str:
+        return await resolution.diff_of(worktree, old, new, paths)
+
+    async def commit(
+        self,
+        worktree: Path,
+        *,
+        merged_in: str,
+        message: str,
+        trailers: Mapping[str, str],
+        leave_out: Sequence[str],
+    ) -> CommittedResolution:
+        return await resolution.commit_resolution(
+            worktree,
+            merged_in=merged_in,
+            message=message,
+            trailers=trailers,
+            identity=self.identity,
+            leave_out=leave_out,
+        )
+
+    async def keep(self, worktree: Path, ref: str, commit: str) -> None:
+        await resolution.keep(worktree, ref, commit)
+
+    async def take_explanation(self, path: Path) -> str:
+        return await resolution.read_and_remove(path)

@@ -12,7 +12,13 @@ from orchestrator.core.decide import attempt_run_dir
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
-from orchestrator.runtime.ports import Panes, Processes, Repository, WorktreeLooks
+from orchestrator.runtime.ports import (
+    ConflictResolutions,
+    Panes,
+    Processes,
+    Repository,
+    WorktreeLooks,
+)
 
 
 @dataclass
@@ -34,6 +40,9 @@ class Edges:
     open_session: Callable[[], Awaitable[None]] | None = None
     #: Looks at running worktrees for overlaps; none, none are looked for.
     looks: WorktreeLooks | None = None
+    #: Where a conflict is resolved by an agent (`resolve_conflicts`): None in the in-memory
+    #: world, where such a step fails.
+    resolutions: ConflictResolutions | None = None
 
 
 def integration_checkout(state: ExecutionState) -> Path:

@@ -19,6 +19,7 @@ import trio
 from orchestrator.git.commit import CommitOutcome
 from orchestrator.git.history import CommitSummary, DiffStat
 from orchestrator.git.merge import MergeOutcome
+from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.processes import ShellResult
@@ -165,4 +166,41 @@ class WorktreeLooks(Protocol):
 
     async def conflicting_paths(self, tree: str, *, start_commit: str, onto: str) -> set[str]:
         """The paths of `tree` (from `start_commit`) that would conflict merged into `onto`."""
+        ...
+
+
+class ConflictResolutions(Protocol):
+    """An agent's resolution of a merge conflict in a subtask's worktree (runtime/resolution.py):
+    the merge left for it, what the check reads, and the resolution committed as a merge."""
+
+    async def start_merge(
+        self, worktree: Path, *, start_commit: str, merged_in: str, leave_out: Sequence[str]
+    ) -> None:
+        """`merged_in` merged into the worktree at `start_commit`, markers left; idempotent."""
+        ...
+
+    async def merge_base(self, worktree: Path, one: str, other: str) -> str: ...
+
+    async def text_at(self, worktree: Path, commit: str, path: str) -> str:
+        """The file at `commit` as text ("" where it is not, or is not text)."""
+        ...
+
+    async def diff_of(self, worktree: Path, old: str, new: str, paths: Sequence[str]) -> str: ...
+
+    async def commit(
+        self,
+        worktree: Path,
+        *,
+        merged_in: str,
+        message: str,
+        trailers: Mapping[str, str],
+        leave_out: Sequence[str],
+    ) -> CommittedResolution:
+        """Everything the agent left, committed: as the merge, where it is under way."""
+        ...
+
+    async def keep(self, worktree: Path, ref: str, commit: str) -> None: ...
+
+    async def take_explanation(self, path: Path) -> str:
+        """The agent's explanation file, removed so that it is never committed."""
         ...

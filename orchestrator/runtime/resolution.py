@@ -20,40 +20,39 @@ from orchestrator.core.resolution import (
 )
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import StepFailed
-from orchestrator.git import resolution as git_resolution
-from orchestrator.runtime.edge_adapters import GitRepository
 from orchestrator.runtime.edges import Edges
+from orchestrator.runtime.ports import ConflictResolutions
 
 
-def _git(edges: Edges) -> GitRepository:
-    if not isinstance(edges.repository, GitRepository):
-        raise StepFailed("resolving a conflict needs the repository's git")
-    return edges.repository
+def _git(edges: Edges) -> ConflictResolutions:
+    if edges.resolutions is None:
+        raise StepFailed("resolving a conflict needs git, which this edge does not have")
+    return edges.resolutions
 
 
 async def prepare(edges: Edges, state: ExecutionState, subtask_id: str) -> str:
     """The merge under way in the worktree (again from a clean one, if the last was cut
     short), and the prompt's account of it."""
-    _git(edges)
+    git = _git(edges)
     view = state.subtask(subtask_id)
     attempt = view.current_attempt
     assert attempt is not None and attempt.resolution is not None and view.worktree is not None
     started, worktree = attempt.resolution, Path(view.worktree)
-    await git_resolution.start_merge(
+    await git.start_merge(
         worktree,
         start_commit=started.start_commit,
         merged_in=started.merged_in,
         leave_out=view.copied,
     )
-    base = await git_resolution.merge_base(worktree, started.start_commit, started.merged_in)
+    base = await git.merge_base(worktree, started.start_commit, started.merged_in)
     sides: dict[str, str] = {}
     labels: dict[str, list[str]] = {}
     for conflict in started.conflicts:
         path = conflict.path
-        diff = await git_resolution.diff_of(worktree, base, started.merged_in, [path])
+        diff = await git.diff_of(worktree, base, started.merged_in, [path])
         sides[path] = bounded(diff)
         texts = [
-            await git_resolution.text_at(worktree, rev, path)
+            await git.text_at(worktree, rev, path)
             for rev in (base, started.start_commit, started.merged_in)
         ]
         labels[path] = hunk_labels(path, *texts)
@@ -63,13 +62,13 @@ async def prepare(edges: Edges, state: ExecutionState, subtask_id: str) -> str:
 async def commit(edges: Edges, state: ExecutionState, subtask_id: str) -> ev.AttemptCommitted:
     """The resolution committed as the merge, kept on a ref of its own whatever its fate,
     and checked: markers, unmerged paths, and every side's hunks against the result."""
-    repository = _git(edges)
+    git = _git(edges)
     view = state.subtask(subtask_id)
     attempt = view.current_attempt
     assert attempt is not None and attempt.resolution is not None and view.worktree is not None
     started, worktree = attempt.resolution, Path(view.worktree)
-    explanation = await git_resolution.read_and_remove(worktree / EXPLANATION_FILE)
-    done = await git_resolution.commit_resolution(
+    explanation = await git.take_explanation(worktree / EXPLANATION_FILE)
+    done = await git.commit(
         worktree,
         merged_in=started.merged_in,
         message=f"kairo: {subtask_id}, attempt {attempt.number}: its conflict with "
@@ -79,25 +78,24 @@ async def commit(edges: Edges, state: ExecutionState, subtask_id: str) -> ev.Att
             "Kairo-Subtask": subtask_id,
             "Kairo-Attempt": str(attempt.number),
         },
-        identity=repository.identity,
         leave_out=view.copied,
     )
     head = done.head_commit
     ref = f"refs/kairo/resolutions/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}"
-    await git_resolution.keep(worktree, ref, head)
+    await git.keep(worktree, ref, head)
     paths = [c.path for c in started.conflicts]
-    base = await git_resolution.merge_base(worktree, started.start_commit, started.merged_in)
+    base = await git.merge_base(worktree, started.start_commit, started.merged_in)
     unfinished: set[str] = set()  # unmerged entries were staged as the agent left them
     dropped: list[ev.DroppedHunk] = []
     for path in paths:
         texts = [
-            await git_resolution.text_at(worktree, rev, path)
+            await git.text_at(worktree, rev, path)
             for rev in (base, started.start_commit, started.merged_in, head)
         ]
         if has_markers(texts[3]):
             unfinished.add(path)
         dropped += dropped_hunks(path, *texts)
-    diff = await git_resolution.diff_of(worktree, started.merged_in, head, paths)
+    diff = await git.diff_of(worktree, started.merged_in, head, paths)
     check = ev.ResolutionCheck(
         merged_in=started.merged_in,
         unfinished=tuple(sorted(unfinished)),
@@ -108,14 +106,14 @@ async def commit(edges: Edges, state: ExecutionState, subtask_id: str) -> ev.Att
         diff=diff[:RESOLUTION_DIFF_CHARS],
     )
     changed = head != attempt.start_commit
-    stat = await repository.diffstat(attempt.start_commit, head) if changed else None
+    stat = await edges.repository.diffstat(attempt.start_commit, head) if changed else None
     return ev.AttemptCommitted(
         subtask_id=subtask_id,
         attempt=attempt.number,
         head_commit=head,
         changed=changed,
         files_changed=len(stat.paths) if stat else 0,
-        tree=await repository.tree_of(head),
+        tree=await edges.repository.tree_of(head),
         paths=stat.paths if stat else (),
         branch_paths=stat.paths if stat else (),
         resolution=check,
