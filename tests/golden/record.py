@@ -143,12 +143,37 @@ def reasons_v2(s: Scratch) -> None:
     s.kairo("start", plan, "--wait")
 
 
+def merge_queue(s: Scratch) -> None:
+    """Merges checked in a batch and bisected to the one that broke the check (bad), the
+    others made again; two running agents warned of editing the same file (a and c), and
+    the conflict that followed resolved by c's agent."""
+    done = s.repo.parent / "done"
+    done.mkdir()
+    s.env["KAIRO_OVERLAP_EVERY"] = "0.3"
+    plan = s.plan(
+        "version: 1\nname: golden-merge-queue\nmax_parallel: 4\n"
+        "integration_verify: 'test ! -f bad.txt || { echo bad.txt breaks it; exit 1; }'\n"
+        + AGENT
+        + "subtasks:\n"
+        f"  - id: head\n    agent: {{run: 'until [ $(ls {done} | wc -l) -ge 3 ]; do sleep 0.1;"
+        " done; echo head > head.txt'}\n"
+        f"  - id: a\n    agent: {{run: 'echo from a > shared.txt; sleep 2; touch {done}/a'}}\n"
+        f"  - id: bad\n    agent: {{run: 'echo x > bad.txt; touch {done}/bad'}}\n"
+        "  - id: c\n    resolve_conflicts: agent\n"
+        "    agent: {run: 'if grep -q \"<<<<<<<\" shared.txt 2>/dev/null;"
+        " then printf \"from a\\nfrom c\\n\" > shared.txt;"
+        f" else echo from c > shared.txt; sleep 2; touch {done}/c; fi'}}\n"
+    )
+    s.kairo("start", plan, "--wait")
+
+
 RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "completed": completed,
     "paused": paused,
     "stopped": stopped,
     "conflicts_and_retries": conflicts_and_retries,
     "reasons_v2": reasons_v2,
+    "merge_queue": merge_queue,
 }
 
 
