@@ -160,8 +160,8 @@ def merge_queue(s: Scratch) -> None:
         f"  - id: a\n    agent: {{run: 'echo from a > shared.txt; sleep 2; touch {done}/a'}}\n"
         f"  - id: bad\n    agent: {{run: 'echo x > bad.txt; touch {done}/bad'}}\n"
         "  - id: c\n    resolve_conflicts: agent\n"
-        "    agent: {run: 'if grep -q \"<<<<<<<\" shared.txt 2>/dev/null;"
-        " then printf \"from a\\nfrom c\\n\" > shared.txt;"
+        '    agent: {run: \'if grep -q "<<<<<<<" shared.txt 2>/dev/null;'
+        ' then printf "from a\\nfrom c\\n" > shared.txt;'
         f" else echo from c > shared.txt; sleep 2; touch {done}/c; fi'}}\n"
     )
     s.kairo("start", plan, "--wait")
