@@ -82,12 +82,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         _unavailable(missing)
     initdb, pg_ctl = _program("initdb") or "", _program("pg_ctl") or ""
     with ExitStack() as undo:
+        network = Network(tmp_path_factory.mktemp("hosts"))
+        undo.callback(network.remove)
         try:
             sweep_stale()
-            network = Network(tmp_path_factory.mktemp("hosts"))
+            network.start()
         except subprocess.CalledProcessError as error:  # a container without CAP_SYS_ADMIN
             _unavailable(f"`ip {' '.join(error.cmd[1:])}` failed: {error.stderr.strip()}")
-        undo.callback(network.remove)
         hub = network.add_host("hub")
         for name in (*WORKER_HOSTS, "client"):
             network.add_host(name)

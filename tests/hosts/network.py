@@ -106,7 +106,8 @@ class Host:
 
 @dataclass
 class Network:
-    """The switch and the hosts cabled to it; `remove` takes all of it down."""
+    """The switch and the hosts cabled to it (`start`, `add_host`); `remove` takes all of
+    it down."""
 
     root: Path  # the hosts' home directories are made here
     tag: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}x{secrets.token_hex(3)}")
@@ -116,7 +117,11 @@ class Network:
     def __post_init__(self) -> None:
         # A /24 of 10.231.0.0/16 of its own (namespaces keep labs apart anyway).
         self.subnet = f"10.231.{secrets.randbelow(254) + 1}"
-        self.switch = self._namespace("switch")
+        self.switch = f"{self.tag}-switch"
+
+    def start(self) -> None:
+        """Make the switch; `remove` undoes whatever part of it was made."""
+        self._namespace("switch")
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         ip("-n", self.switch, "link", "set", "br0", "up")
 

@@ -3,6 +3,7 @@ network only, under host names of their own, and lose them when cut off."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.hosts.conftest import Lab
+from tests.hosts.network import PREFIX, ip, namespaces, sweep_stale
 
 pytestmark = pytest.mark.slow
 
@@ -67,3 +69,15 @@ def test_what_one_host_pushes_to_the_remote_another_fetches(lab: Lab) -> None:
     assert pushed.returncode == 0, pushed.stderr
     assert b.run(["git", "clone", "-q", "-b", "from-a", url, "b-clone"]).returncode == 0
     assert Path(b.home, "b-clone", "from-a").read_text() == "pushed by host-a\n"
+
+
+def test_a_killed_runs_namespaces_are_swept_and_a_live_ones_kept(lab: Lab) -> None:
+    beyond = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    dead = f"{PREFIX}{beyond}x0a0b0c-switch"
+    ip("netns", "add", dead)
+    try:
+        sweep_stale()
+        assert dead not in namespaces()
+        assert lab.network.switch in namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "del", dead], capture_output=True, timeout=30)
