@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install git and tmux (required), bubblewrap (for the optional `bwrap` sandbox), and
-# chromium with its driver (the HTML report's tests: tests/browser.py) from the system's
-# packages when they are missing (Debian/Ubuntu).
+# Install git and tmux (required), bubblewrap (for the optional `bwrap` sandbox),
+# chromium with its driver (the HTML report's tests: tests/browser.py) and iproute2 (`ip`,
+# for the tests of separate hosts: tests/hosts; `git daemon` comes with Debian's git) from
+# the system's packages when they are missing (Debian/Ubuntu).
 set -euo pipefail
 missing=()
 command -v git >/dev/null 2>&1 || missing+=(git)
@@ -10,9 +11,10 @@ optional=()
 command -v bwrap >/dev/null 2>&1 || optional+=(bubblewrap)
 [ -x /usr/bin/chromium ] || optional+=(chromium)
 [ -x /usr/bin/chromedriver ] || optional+=(chromium-driver)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || optional+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-  # optional ones only: the bwrap sandbox says it is missing, the browser tests skip
+  # optional ones only: the bwrap sandbox says it is missing, the browser and hosts tests skip
   [ ${#missing[@]} -eq 0 ] && exit 0
   echo "kairo-orch needs ${missing[*]}; install them with your system's package manager" >&2
   exit 1
@@ -26,5 +28,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ ${#optional[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${optional[@]}" >/dev/null ||
-    echo "could not install ${optional[*]}: the bwrap sandbox or the browser tests are unavailable" >&2
+    echo "could not install ${optional[*]}: the bwrap sandbox, the browser or the hosts tests are unavailable" >&2
 fi

@@ -32,6 +32,8 @@ _COMMANDS = {
     "clean": "orchestrator.cli.clean:clean",
     "watch": "orchestrator.cli.watch:watch",
     "conflicts": "orchestrator.cli.conflicts:conflicts",
+    "worker": "orchestrator.cli.workers:worker",
+    "workers": "orchestrator.cli.workers:workers",
 }
 
 

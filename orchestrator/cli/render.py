@@ -175,6 +175,26 @@ def executions(items: list[dict[str, Any]]) -> None:
     _print_table(out, table)
 
 
+def workers(items: list[dict[str, Any]]) -> None:
+    out = console()
+    if not items:
+        out.print("no worker is registered in this store")
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column in ("host", "address", "slots", "running", "last heartbeat", "lease"):
+        table.add_column(column)
+    for item in items:
+        table.add_row(
+            escape(item["host"]),
+            escape(item["address"]),
+            str(item["slots"]),
+            str(item["running"]),
+            f"{item['last_heartbeat']} ({item['heartbeat_age_s']:.1f} s ago)",
+            "[green]alive[/]" if item["alive"] else "[red]lapsed[/]",
+        )
+    _print_table(out, table)
+
+
 def event_line(seq: int, created_at: str, event_type: str, payload: dict[str, Any]) -> str:
     brief = {k: v for k, v in payload.items() if k != "plan"}
     return f"{seq:>5}  {created_at}  {event_type:<28} {json.dumps(brief, separators=(',', ':'))}"

@@ -145,6 +145,32 @@ MIGRATIONS: tuple[Migration, ...] = (
             for dialect in ("sqlite", "postgresql")
         },
     ),
+    Migration(
+        3,
+        "workers on several hosts: their registrations and heartbeat leases",
+        {
+            # The times are the database's own (timestamptz, written with now()): hosts'
+            # clocks may disagree, and whether a lease has lapsed is asked of one clock.
+            # Workers need PostgreSQL (one machine needs none): SQLite's table stays
+            # empty, made only so that both keep one schema.
+            dialect: (
+                """CREATE TABLE kairo_workers (
+                    worker_id        TEXT PRIMARY KEY,
+                    host             TEXT NOT NULL,
+                    address          TEXT NOT NULL,
+                    pid              INTEGER NOT NULL,
+                    slots            INTEGER NOT NULL CHECK (slots > 0),
+                    lease_seconds    DOUBLE PRECISION NOT NULL CHECK (lease_seconds > 0),
+                    started_at       TIMESTAMPTZ NOT NULL,
+                    heartbeat_at     TIMESTAMPTZ NOT NULL,
+                    lease_expires_at TIMESTAMPTZ NOT NULL,
+                    lapses           INTEGER NOT NULL DEFAULT 0
+                )""",
+                "CREATE INDEX kairo_workers_by_host ON kairo_workers (host, started_at)",
+            )
+            for dialect in ("sqlite", "postgresql")
+        },
+    ),
 )
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS kairo_schema_version (

@@ -32,9 +32,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from orchestrator.errors import EnvironmentProblem, StoreLost, UsageError
-from orchestrator.store import migrations
+from orchestrator.store import migrations, workers
 from orchestrator.store.base import track_closed, track_open
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
+from orchestrator.store.workers import Registration, WorkerRow
 
 CONNECT_TIMEOUT_S = 10
 #: Rows a `verify` fetches from its server-side cursor at a time.
@@ -198,6 +199,28 @@ class PostgresStore(SqlStore):
             isinstance(error, pg_errors.UniqueViolation)
             and error.diag.constraint_name == "kairo_execution_events_execution_id_seq_key"
         )
+
+    # --- workers on several hosts (store/workers.py) ------------------------------------
+
+    def register_worker(self, worker_id: str, registration: Registration) -> WorkerRow:
+        with self._transaction(write=True) as cursor:
+            return workers.register(cursor, worker_id, registration)
+
+    def renew_worker(self, worker_id: str, registration: Registration) -> WorkerRow:
+        with self._transaction(write=True) as cursor:
+            renewed = workers.renew(cursor, worker_id, registration)
+            if renewed is not None:
+                return renewed
+            # Forgotten while away (a worker of its host registered meanwhile): again.
+            return workers.register(cursor, worker_id, registration, lapses=1)
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self._transaction(write=True) as cursor:
+            workers.deregister(cursor, worker_id)
+
+    def list_workers(self) -> list[WorkerRow]:
+        with self._transaction(write=False) as cursor:
+            return workers.every_worker(cursor)
 
     def close(self) -> None:
         with self._lock:
