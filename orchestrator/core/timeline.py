@@ -200,6 +200,9 @@ def _advance(
             if row.scheduled is not None and not row.spans:
                 row.spans.append(Span("preparing", row.scheduled, at, "", "its worktree"))
             row.attempt, row.attempt_start = number, at
+        case ev.ResolutionStarted(attempt=number):
+            # An agent's resolution of a conflict is an attempt like any other: drawn.
+            row.attempt, row.attempt_start = number, at
         case ev.AttemptExited():
             row.exited = at
         case ev.AttemptCommitted():

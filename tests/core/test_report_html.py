@@ -113,3 +113,30 @@ def test_each_attempt_is_a_bar_coloured_by_its_outcome_and_dependencies_wait() -
     assert len(waiting) == 1 and waiting[0].end == merged
     assert [m.kind for m in rows["s0003"].marks] == ["conflicted"]
     assert timeline.gaps == ()
+
+
+def test_an_agents_resolution_of_a_conflict_is_drawn_as_its_attempt() -> None:
+    state, logged = big_execution(8, max_parallel=4)
+    (conflicted,) = [e.event for e in logged if isinstance(e.event, ev.SubtaskConflicted)]
+    sid, at, seq = conflicted.subtask_id, logged[-1].at, logged[-1].seq
+    conflict = conflicted.conflicts[0]
+    resolution: list[ev.ExecutionEvent] = [
+        ev.ResolutionStarted(
+            subtask_id=sid,
+            attempt=2,
+            idempotency_key="k",
+            run_dir="/r",
+            start_commit=conflicted.head_commit,
+            merged_in="f" * 40,
+            conflicts=(conflict,),
+        ),
+        ev.AttemptExited(subtask_id=sid, attempt=2, exit_code=0),
+        ev.AttemptJudged(subtask_id=sid, attempt=2, accepted=True),
+    ]
+    logged = [
+        *logged,
+        *(LoggedEvent(seq + i, at + 10 * i, e) for i, e in enumerate(resolution, 1)),
+    ]
+    row = next(r for r in build_timeline(state.plan, logged).rows if r.subtask_id == sid)
+    agents = [(s.attempt, s.outcome) for s in row.spans if s.kind == "agent"]
+    assert agents == [(1, "accepted"), (2, "accepted")]
