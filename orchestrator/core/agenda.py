@@ -89,7 +89,9 @@ class Agenda:
         touched: set[str] = set()
         for event in events:
             named = ev.subtasks_named(event)
-            if not named or isinstance(event, ev.SubtaskRerun):
+            # A check that settles the merges waiting for it settles the conflicts with them
+            # too (integration_fold.py): whether their dependents may start.
+            if not named or isinstance(event, ev.SubtaskRerun | ev.IntegrationChecked):
                 self._sort(state, state.subtasks)
                 return
             for subtask_id in named:

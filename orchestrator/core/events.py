@@ -278,6 +278,9 @@ class MergesUndone(_Event):
     subtask_ids: tuple[str, ...]
     restored_commit: str
     culprit: str | None = None
+    # Subtasks that conflicted with the branch while these merges were on it: merged
+    # again, on the branch without them.
+    merge_again: tuple[str, ...] = ()
 
 
 class SubtaskConflicted(_Event):
@@ -456,7 +459,7 @@ def subtasks_named(event: ExecutionEvent) -> tuple[str, ...]:
     """The subtasks an event is about: one, several (the merge queue's), or none."""
     several: tuple[str, ...] | None = getattr(event, "subtask_ids", None)
     if several is not None:
-        return several
+        return (*several, *getattr(event, "merge_again", ()))
     one: str | None = getattr(event, "subtask_id", None)
     return () if one is None else (one,)
 

@@ -34,6 +34,7 @@ class ExecutionState:
     # cut a check of them (integration_fold.py).
     unverified: tuple[str, ...] = ()
     check_failed: ev.IntegrationChecked | None = None
+    conflicted_unchecked: tuple[str, ...] = ()  # conflicted with merges waiting for a check
     check_stopped: bool = False
     checks_run: int = 0  # times `integration_verify` ran to an outcome
     overlaps: tuple[Overlap, ...] = ()  # seen while agents worked, in the order first seen

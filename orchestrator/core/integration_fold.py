@@ -5,7 +5,8 @@ The merges since the last passing check are `unverified`, in merge order, each s
 `verifying`. A passing check of the first N settles those N (merged). A failing one moves
 nothing: it says the culprit is among the first N, and a bisection checks shorter runs
 until the shortest failing run is one merge long. Then the branch goes back to the last
-commit that passed, the culprit fails, and the merges after it are made again.
+commit that passed, the culprit fails, and the merges after it are made again, as are the
+subtasks that conflicted with the branch while the culprit was on it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from orchestrator.core.execution_state import (
 )
 from orchestrator.core.lifecycle import Move
 from orchestrator.core.reasons import Reason, ReasonCode
+
+
+def conflicted(state: ExecutionState, subtask_id: str) -> ExecutionState:
+    """A conflict with a branch that holds merges still to be checked may be with one that
+    is undone later: if it is, the subtask merges again (`merges_undone.merge_again`)."""
+    if not state.unverified:
+        return state
+    return replace(state, conflicted_unchecked=(*state.conflicted_unchecked, subtask_id))
 
 
 def merged_to_check(state: ExecutionState, event: ev.SubtaskMerged) -> ExecutionState:
@@ -39,7 +48,12 @@ def checked(state: ExecutionState, event: ev.IntegrationChecked) -> ExecutionSta
         failed = state.check_failed
         if failed is not None and failed.subtask_ids[-1] in ids:
             failed = None  # a check that is no function of the tree: its latest word counts
-        state = replace(state, unverified=state.unverified[len(ids) :], check_failed=failed)
+        waiting = state.unverified[len(ids) :]
+        # Once every merge a conflict may have been with has passed, the conflict stands.
+        conflicted = state.conflicted_unchecked if waiting else ()
+        state = replace(
+            state, unverified=waiting, check_failed=failed, conflicted_unchecked=conflicted
+        )
         for sid in ids:
             state = add_merged(state, sid, Move.CHECKED)
         return state
@@ -61,14 +75,25 @@ def undone(state: ExecutionState, event: ev.MergesUndone) -> ExecutionState:
         unverified=(),
         check_failed=None,
         check_stopped=False,
+        conflicted_unchecked=(),
     )
+    for sid in event.merge_again:
+        state = move_subtask(state, sid, Move.UNDONE_CONFLICT_AGAIN, conflicts=(), reason=None)
     for sid in event.subtask_ids:
         kept = f"the merge was undone, and its work stays on {state.subtask(sid).branch}"
         if sid == event.culprit and failed is not None:
+            # Nothing tells a merge that broke the check from a check that fails whatever
+            # is merged (a typo, a base whose tests fail) until a check has passed once.
+            doubt = (
+                ""
+                if state.merged
+                else f"; no check has passed in this execution yet: if `{check}` fails on "
+                "the base commit too, the check is at fault, not this merge"
+            )
             reason = Reason(
                 code=ReasonCode.INTEGRATION_VERIFY_FAILED,
                 detail=f"`{check}` exited with status {failed.exit_code} on the integration "
-                f"branch after {sid} merged; {kept}",
+                f"branch after {sid} merged; {kept}{doubt}",
             )
             state = move_subtask(
                 state,
@@ -96,7 +121,9 @@ def off_the_queue(state: ExecutionState, subtask_id: str) -> ExecutionState:
         return state
     unverified = tuple(sid for sid in state.unverified if sid != subtask_id)
     if not unverified:
-        return replace(state, unverified=(), check_failed=None, check_stopped=False)
+        return replace(
+            state, unverified=(), check_failed=None, check_stopped=False, conflicted_unchecked=()
+        )
     failed = state.check_failed
     if failed is not None and failed.subtask_ids[-1] not in unverified:
         failed = None

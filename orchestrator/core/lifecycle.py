@@ -43,6 +43,7 @@ class Move(enum.StrEnum):
     UNDONE_CULPRIT = "merges_undone/culprit"
     UNDONE_TO_MERGE_AGAIN = "merges_undone/merge_again"
     UNDONE_STOPPED = "merges_undone/stopped"
+    UNDONE_CONFLICT_AGAIN = "merges_undone/conflicted_merge_again"
     CONFLICTED = "subtask_conflicted"
     SKIPPED = "subtask_skipped"
     STOPPED = "subtask_stopped"
@@ -91,6 +92,8 @@ TRANSITIONS: Mapping[Move, Transition] = MappingProxyType(
         Move.UNDONE_CULPRIT: _t("verifying", to="failed"),
         Move.UNDONE_TO_MERGE_AGAIN: _t("verifying", to="succeeded"),
         Move.UNDONE_STOPPED: _t("verifying", to="stopped"),
+        # Its conflict was with the branch as those merges left it: it may merge now.
+        Move.UNDONE_CONFLICT_AGAIN: _t("conflicted", to="succeeded"),
         Move.CONFLICTED: _t("succeeded", to="conflicted"),
         Move.SKIPPED: _t("pending", to="skipped"),
         # Under a stop: one not started yet, or one between two attempts.

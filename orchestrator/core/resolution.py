@@ -134,9 +134,13 @@ def awaiting_resolution(state: ExecutionState, view: SubtaskView) -> bool:
 
 def ended_unmerged(state: ExecutionState, view: SubtaskView) -> bool:
     """Ended without merging, for good: its dependents are skipped (one conflicted with a
-    resolution to come may merge yet)."""
+    resolution to come may merge yet, as may one that conflicted with merges still to be
+    checked, which may be undone)."""
     return (
-        view.state in TERMINAL and view.state != "merged" and not awaiting_resolution(state, view)
+        view.state in TERMINAL
+        and view.state != "merged"
+        and not awaiting_resolution(state, view)
+        and view.id not in state.conflicted_unchecked
     )
 
 

@@ -81,9 +81,12 @@ def next_resolution(
     allowed = state.spec(view.id).resolve_attempts
     if view.resolution_attempts >= allowed:
         attempt = view.current_attempt
-        why = f"; the last one: {sentence(attempt.reason)}" if attempt and attempt.reason else ""
+        said = attempt.reason if attempt is not None else None
+        why = f"; the last one: {sentence(said)}" if said is not None else ""
+        # Said in the last attempt's word (resolution_unfinished, ...): max_attempts is
+        # the limit of the subtask's own attempts, which resolutions do not count against.
         reason = Reason(
-            code=ReasonCode.MAX_ATTEMPTS,
+            code=said.code if said is not None else ReasonCode.RESOLUTION_UNFINISHED,
             detail=f"{allowed} resolution attempt(s) were not accepted{why}",
         )
         yield ev.SubtaskFailed(subtask_id=view.id, reason=reason)

@@ -185,6 +185,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 code=ReasonCode.CONFLICT,
                 detail=f"{len(conflicts)} path(s) conflict with merged work: {paths}",
             )
+            state = integration_fold.conflicted(state, sid)
             return move_subtask(state, sid, Move.CONFLICTED, conflicts=conflicts, reason=reason)
         case ev.SubtaskSkipped(subtask_id=sid, reason=reason, dependency=dependency):
             return move_subtask(state, sid, Move.SKIPPED, reason=reason, skipped_for=dependency)

@@ -92,4 +92,5 @@ def _undone(state: ExecutionState) -> ev.MergesUndone:
         subtask_ids=state.unverified,
         restored_commit=_last_passed(state),
         culprit=state.unverified[0] if state.fails_at == 1 else None,
+        merge_again=state.conflicted_unchecked,
     )

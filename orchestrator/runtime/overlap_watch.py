@@ -65,7 +65,8 @@ def look_every(environment: Mapping[str, str]) -> float | None:
 
 def watched(state: ExecutionState) -> list[SubtaskView]:
     """The subtasks whose worktrees hold work under way: an agent runs there, or its
-    check does."""
+    check does. Not one resolving a conflict: its worktree holds the integration branch
+    merged in, which is not its own work, and its conflict is known already."""
     return [
         view
         for view in state.subtasks.values()
@@ -73,7 +74,13 @@ def watched(state: ExecutionState) -> list[SubtaskView]:
         and not view.checking_integration
         and view.worktree is not None
         and view.start_commit is not None
+        and not _resolving(view)
     ]
+
+
+def _resolving(view: SubtaskView) -> bool:
+    attempt = view.current_attempt
+    return attempt is not None and attempt.resolution is not None
 
 
 class OverlapWatch:

@@ -35,4 +35,5 @@ def undo_answer(state: ExecutionState) -> ev.MergesUndone:
         subtask_ids=state.unverified,
         restored_commit=first.previous_commit,
         culprit=state.unverified[0] if state.fails_at == 1 else None,
+        merge_again=state.conflicted_unchecked,
     )

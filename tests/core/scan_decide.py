@@ -51,6 +51,7 @@ from orchestrator.core.dag import merge_order
 from orchestrator.core.ids import idempotency_key
 from orchestrator.core.merge_queue import MERGE_BATCH, integration_checks
 from orchestrator.core.reasons import Reason, ReasonCode, as_reason, sentence
+from orchestrator.core.resolution import ended_unmerged
 from orchestrator.core.review_steps import next_review_step
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, TERMINAL, AttemptView, SubtaskView
@@ -141,7 +142,7 @@ def _skips(state: ExecutionState) -> Iterator[ev.SubtaskSkipped]:
             continue
         for dependency in spec.depends_on:
             dep_state = state.subtask(dependency).state
-            if dep_state in TERMINAL and dep_state != "merged":
+            if ended_unmerged(state, state.subtask(dependency)):
                 yield ev.SubtaskSkipped(
                     subtask_id=spec.id,
                     reason=Reason(

@@ -75,6 +75,8 @@ def test_what_a_terminal_state_may_still_do_is_go_again_after_a_rerun() -> None:
         (Move.RERUN, "stopped", "running"),
         (Move.DEPENDENCY_RERUN, "skipped", "pending"),
         (Move.RESOLUTION_STARTED, "conflicted", "running"),  # `resolve_conflicts`
+        # its conflict was with a merge its check then undid
+        (Move.UNDONE_CONFLICT_AGAIN, "conflicted", "succeeded"),
     }
 
 

@@ -12,6 +12,7 @@ from orchestrator.core.overlaps import overlaps_to_record, paths_in_words
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
+from orchestrator.runtime.overlap_watch import watched
 from tests.core.test_decide import BASE, feed, plan, start, subtask
 
 
@@ -156,3 +157,15 @@ def test_many_paths_are_counted_in_a_sentence() -> None:
 def test_an_overlap_round_trips_through_its_store_record() -> None:
     event = ev.OverlapFound(subtasks=("a", "b"), kind="both_edit", paths=("x", "y"), at=2.5)
     assert ev.from_record(*ev.to_record(event)) == event
+
+
+def test_a_subtask_resolving_a_conflict_is_not_looked_at() -> None:
+    state = running("a", "b")
+    assert [view.id for view in watched(state)] == ["a", "b"]
+    resolving = ev.ResolutionStarted(
+        subtask_id="b", attempt=2, idempotency_key="k", run_dir="/r/b/2",
+        start_commit=BASE, merged_in="c" * 40, conflicts=(),
+    )  # fmt: skip
+    state = feed(state, [resolving])
+    # its worktree holds the integration branch merged in: none of that is b's own work
+    assert [view.id for view in watched(state)] == ["a"]

@@ -18,13 +18,35 @@ from tests.core.test_decide import World, feed, finish_only, plan, run, start, s
 class CheckedWorld(World):
     """A World whose integration check fails after the merges it names."""
 
-    def __init__(self, broken_by: tuple[str, ...] = (), **kwargs: object) -> None:
+    def __init__(
+        self,
+        broken_by: tuple[str, ...] = (),
+        conflicts_with: dict[str, str] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.broken_by = set(broken_by)
+        self.conflicts_with = conflicts_with or {}  # a subtask -> one it conflicts with
         self.checked: list[str] = []
 
     def answer(self, state: ExecutionState, command: cmd.Command) -> list[ev.ExecutionEvent]:
         match command:
+            case cmd.MergeSubtask() if self.conflicts_with:
+                on_branch = {*state.merged, *state.unverified}
+                events: list[ev.ExecutionEvent] = []
+                for sid in command.subtask_ids:
+                    other = self.conflicts_with.get(sid)
+                    if other in on_branch:
+                        conflict = ev.Conflict(path="a.py", kind="content", **{"with": (other,)})
+                        return [
+                            *events,
+                            ev.SubtaskConflicted(
+                                subtask_id=sid, head_commit="h", conflicts=(conflict,)
+                            ),
+                        ]
+                    events += self._merge_all([sid])
+                    on_branch.add(sid)
+                return events
             case cmd.CheckIntegration():
                 self.checked.append(command.subtask_id)
                 return [check_answer(state, command, self.broken_by)]
@@ -430,3 +452,24 @@ def test_a_conflict_is_resolved_only_onto_merges_that_passed_their_check() -> No
     [started] = decide(state).events
     assert isinstance(started, ev.ResolutionStarted)
     assert started.merged_in == state.subtask("a").merge.merge_commit  # type: ignore[union-attr]
+
+
+def test_a_conflict_with_a_merge_that_is_undone_is_merged_again_without_it() -> None:
+    # culprit and victim change the same line: victim conflicts with culprit's unchecked
+    # merge; once culprit is undone, victim merges, as one by one it would have.
+    world = CheckedWorld(broken_by=("culprit",), conflicts_with={"victim": "culprit"})
+    final = run(start(checked_plan("culprit", "victim")), world)
+    assert final.subtask("culprit").state == "failed"
+    assert final.subtask("victim").state == "merged" and final.subtask("victim").conflicts == ()
+    undone = final.subtask("victim")
+    assert undone.merge is not None
+    one_by_one = CheckedWorld(broken_by=("culprit",), conflicts_with={"victim": "culprit"})
+    p = checked_plan("culprit", "victim").model_copy(update={"integration_batch": 1})
+    assert run(start(p), one_by_one).merged == final.merged == ("victim",)
+
+
+def test_a_conflict_with_merges_that_passed_their_check_stands() -> None:
+    world = CheckedWorld(conflicts_with={"victim": "first"})
+    final = run(start(checked_plan("first", "victim")), world)
+    assert final.subtask("victim").state == "conflicted"
+    assert final.merged == ("first",) and final.conflicted_unchecked == ()
