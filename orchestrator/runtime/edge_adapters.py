@@ -149,6 +149,10 @@ class LocalProcesses:
     async def stop_group(self, pgid: int) -> None:
         await process_groups.stop_group(pgid)
 
+    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
+        for pgid in await trio.to_thread.run_sync(process_groups.groups_marked, marker):
+            await process_groups.stop_group(pgid)
+
     async def runner_alive(self, files: RunFiles) -> bool:
         return await trio.to_thread.run_sync(attempts.runner_alive, files)
 

@@ -141,6 +141,11 @@ class Processes(Protocol):
         """Return once nothing of the process group runs any more."""
         ...
 
+    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
+        """End the process groups a dead supervisor left running with `marker` in their
+        environment (a check it started), before the check runs again."""
+        ...
+
     async def runner_alive(self, files: RunFiles) -> bool:
         """Whether the runner of the attempt whose files these are still runs."""
         ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 
 import trio
@@ -27,6 +28,24 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
+
+
+def groups_marked(marker: Mapping[str, str]) -> set[int]:
+    """The process groups of live processes whose environment holds every item of
+    `marker`: a check a supervisor started and did not live to end."""
+    wanted = {f"{key}={value}".encode() for key, value in marker.items()}
+    found: set[int] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environment = set((proc / "environ").read_bytes().split(b"\0"))
+            if not wanted <= environment:
+                continue
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[0] != "Z":
+            found.add(int(fields[2]))
+    return found - {os.getpgrp()}
 
 
 def _signal(pgid: int, signum: int) -> None:

@@ -174,6 +174,9 @@ class MemoryHost:
         await trio.sleep(self.check_seconds)
         return ShellResult(*check(self.repository.worktrees[cwd].files))
 
+    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
+        return None  # a world's checks end with it
+
     async def stop_group(self, pgid: int) -> None:
         for runner in list(self._running.values()):
             if runner.pgid == pgid:
