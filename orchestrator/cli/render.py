@@ -215,7 +215,8 @@ def conflict_map(document: dict[str, Any]) -> None:
     out = console()
     branches, pairs = len(document["branches"]), document["pairs"]
     noun = "pair changes" if len(pairs) == 1 else "pairs change"
-    out.print(f"{branches} branches to merge; {len(pairs)} {noun} a path in common")
+    some = "branch" if branches == 1 else "branches"
+    out.print(f"{branches} {some} to merge; {len(pairs)} {noun} a path in common")
     for pair in sorted(pairs, key=lambda pair: not pair["conflicts"]):
         first, second = pair["subtasks"]
         if pair["conflicts"]:

@@ -195,7 +195,10 @@ class RawReview(_Raw):
 
 
 def _resolve_shorthand(value: Any) -> Any:
-    # `agent` is `{by: agent}`; `off` and `false` turn the plan's choice off for a subtask.
+    # `agent` (or `true`) is `{by: agent}`; `off` and `false` turn the plan's choice off for
+    # a subtask.
+    if value is True:
+        return {"by": "agent"}
     if value is False:
         return {"by": "off"}
     return {"by": value} if isinstance(value, str) else value

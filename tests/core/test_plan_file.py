@@ -836,3 +836,28 @@ def test_a_prompt_too_long_to_hand_an_agent_is_refused_at_validate() -> None:
         "of it (in a variable and on its command line): point it at a file of the "
         "repository, or split the subtask"
     )
+
+
+@pytest.mark.parametrize(
+    ("plan_key", "own_key", "attempts"),
+    [
+        ("", "", 0),  # off unless asked for
+        ("resolve_conflicts: agent\n", "", 1),
+        ("resolve_conflicts: true\n", "", 1),
+        ("resolve_conflicts: {attempts: 2}\n", "", 2),
+        ("resolve_conflicts: agent\n", "    resolve_conflicts: off\n", 0),
+        ("resolve_conflicts: agent\n", "    resolve_conflicts: false\n", 0),
+        ("", "    resolve_conflicts: {attempts: 3}\n", 3),
+    ],
+)
+def test_resolve_conflicts_is_the_subtasks_own_else_the_plans(
+    plan_key: str, own_key: str, attempts: int
+) -> None:
+    resolved = load(HEAD + plan_key + "subtasks:\n  - id: a\n" + own_key).plan
+    assert resolved.subtasks[0].resolve_attempts == attempts
+
+
+def test_an_unknown_resolve_conflicts_is_refused_where_written() -> None:
+    assert only_problem(HEAD + "resolve_conflicts: maybe\nsubtasks:\n  - id: a\n") == (
+        "plan.yaml:4:20: resolve_conflicts.by must be 'agent' or 'off' (got 'maybe')"
+    )
