@@ -76,7 +76,7 @@ def status_table(subtasks: list[dict[str, Any]], *, run_root: str | None = None)
     for item in subtasks:
         detail = item["reason"] or ""
         others = sorted({other for conflict in item["conflicts"] for other in conflict["with"]})
-        if others:
+        if others and item["state"] == "conflicted":  # not one resolved since
             detail += f" (with {', '.join(others)})"
         running = item.get("running") or {}
         if running.get("api_retries"):  # what the agent is going through now

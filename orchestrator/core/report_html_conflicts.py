@@ -87,7 +87,7 @@ def overlaps_section(
     if overlaps:
         parts.append(
             '<h3>Overlap warnings</h3><table class="overlaps"><thead><tr><th>subtasks</th>'
-            "<th>paths</th><th></th></tr></thead><tbody>"
+            "<th>paths</th><th>warning</th></tr></thead><tbody>"
         )
         for overlap in overlaps:
             parts.append(
