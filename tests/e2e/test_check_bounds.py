@@ -3,6 +3,8 @@ timeout, or at `kairo-orch stop --now`, with everything it started; what it prin
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -90,3 +92,30 @@ def test_stop_now_ends_a_check_under_way(kairo: Kairo) -> None:
     assert view["state"] == "stopped", view
     assert view["reason"].endswith("stopped the execution before attempt 1's check finished")
     assert processes_with(marker) == []
+
+
+def test_a_check_a_killed_supervisor_left_running_is_ended_before_resume_checks_again(
+    kairo: Kairo,
+) -> None:
+    marker = f"kairo-left-check-{time.monotonic_ns()}"
+    # The first run of the check hangs; the one resume starts passes at once. (Named
+    # through its environment: a command line naming the test's folder would hold
+    # "pytest", which processes_with leaves out.)
+    once = '"$KAIRO_WORKTREE/../checked-once"'
+    plan = kairo.write_plan(
+        "version: 1\nname: leftcheck\nagent: {kind: shell, run: 'echo x > x.txt'}\n"
+        f"integration_verify: 'test -e {once} || {{ touch {once}; {hanging(marker)}; }}'\n"
+        "subtasks:\n  - id: checked\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    wait_for(lambda: len(processes_with(marker)) == 2)
+    pid = kairo.json("status")["supervisor_pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    assert len(processes_with(marker)) == 2  # the check outlived its supervisor
+
+    done = kairo.run("resume", "--wait")
+
+    assert done.returncode == 0, done.stderr
+    assert kairo.json("status")["subtasks"][0]["state"] == "merged"
+    assert processes_with(marker) == []  # ended, not left to run beside the new check
