@@ -414,6 +414,18 @@ class OverlapFound(_Event):
     at: float = 0.0  # unix time it was seen
 
 
+class SubtaskAssigned(_Event):
+    """`placement: workers`: the subtask's commands go to a worker on another host, from
+    now on and until a later assignment. `epoch` grows by one with every assignment of
+    the execution: the owner appends a worker's results only for the current one."""
+
+    type: Literal["subtask_assigned"] = "subtask_assigned"
+    subtask_id: str
+    worker_id: str
+    host: str
+    epoch: int
+
+
 ExecutionEvent = Annotated[
     ExecutionCreated
     | SupervisorStarted
@@ -445,7 +457,8 @@ ExecutionEvent = Annotated[
     | ExecutionReopened
     | ResolutionStarted
     | ResolutionDeclined
-    | OverlapFound,
+    | OverlapFound
+    | SubtaskAssigned,
     Field(discriminator="type"),
 ]
 

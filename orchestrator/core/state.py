@@ -207,6 +207,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return replace(state, ended=None, ended_seq=None)
         case ev.OverlapFound():
             return _overlap_found(state, event)
+        case ev.SubtaskAssigned(subtask_id=sid):
+            state.subtask(sid)  # one the plan does not name is a bug in the writer
+            return replace(state, assignments={**state.assignments, sid: event})
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 
