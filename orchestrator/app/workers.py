@@ -1,9 +1,11 @@
 """`worker` and `workers`: hosts that offer their slots to the plans of a shared store.
 
 A worker registers itself in the PostgreSQL store (host, address, slots) and renews a
-heartbeat lease until it is asked to stop (SIGTERM or SIGINT), when it deregisters. This
-is the first part of running one plan on several machines: workers are seen, and whether
-each is alive; none is given subtasks yet (docs/operations.md says what is to come).
+heartbeat lease until it is asked to stop (SIGTERM or SIGINT), when it deregisters. With
+a remote (`--remote`), it also carries out, meanwhile, the commands of subtasks that
+executions of `placement: workers` assign to it (runtime/worker_host.py), in a thread of
+its own so that no step delays a heartbeat (docs/operations.md, "Workers on several
+machines").
 
 One machine needs no worker, and SQLite, a file of one machine, keeps none: both commands
 refuse a store that is not PostgreSQL (`WorkersNeedPostgres`, exit 2).
@@ -31,7 +33,7 @@ from orchestrator.store.workers import Registration, WorkerRegistry, WorkerRow
 LEASE_S = 30.0
 #: Heartbeats per lease: five may be lost (a slow store, a busy host) before it lapses.
 BEATS_PER_LEASE = 6
-#: What `workers` shows as running on each: no subtask is placed on a worker yet.
+#: What `workers` shows as running on each: not yet counted from the placed commands.
 RUNNING_NOW = 0
 
 
