@@ -149,8 +149,9 @@ class AttemptInterrupted(_Event):
     rerun: bool
     tokens: int = 0  # what its stream had shown used, counted against the budgets
     # What cut it short: its supervisor stopped (found by a resume), or its pane went away
-    # while its supervisor watched (the tmux server killed, the pane closed).
-    cause: Literal["supervisor", "pane"] = "supervisor"
+    # while its supervisor watched (the tmux server killed, the pane closed), or the
+    # worker it ran on was lost (its lease lapsed: `placement: workers`).
+    cause: Literal["supervisor", "pane", "worker"] = "supervisor"
 
 
 class SubtaskRerun(_Event):

@@ -10,11 +10,12 @@ steps stay with the owner: they write the integration branch.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core import commands as cmd
+from orchestrator.core import events as ev
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE
 
@@ -76,3 +77,48 @@ def busy_slots(state: ExecutionState) -> dict[str, int]:
         if state.subtask(sid).state in ACTIVE:
             busy[assignment.worker_id] = busy.get(assignment.worker_id, 0) + 1
     return busy
+
+
+@dataclass(frozen=True, slots=True)
+class Losses:
+    """What the owner does about the subtasks of workers it lost (their leases lapsed)."""
+
+    #: Running attempts cut short: rerun (elsewhere) if their agents are idempotent, else
+    #: their subtasks stop, as a resume finds an interrupted attempt.
+    interrupted: tuple[ev.AttemptInterrupted, ...] = ()
+    #: Subtasks to assign to another worker: with their work so far on the remote (their
+    #: last commit, pushed), or with nothing done yet.
+    reassign: tuple[str, ...] = ()
+    #: Subtasks whose attempt ended and is not committed: its work is on the lost host
+    #: only, so they wait for it to come back.
+    waiting: tuple[str, ...] = ()
+
+
+def after_losing(state: ExecutionState, alive: Set[str]) -> Losses:
+    """What becomes of the subtasks under way on workers not in `alive`."""
+    interrupted: list[ev.AttemptInterrupted] = []
+    reassign: list[str] = []
+    waiting: list[str] = []
+    for sid, assignment in state.assignments.items():
+        view = state.subtask(sid)
+        if assignment.worker_id in alive or view.state not in ACTIVE:
+            continue
+        attempt = view.current_attempt
+        if attempt is None or attempt.finished or attempt.committed:
+            reassign.append(sid)  # nothing under way, or its work is on the remote
+        elif attempt.exited or view.state != "running":
+            waiting.append(sid)
+        else:
+            rerun = state.spec(sid).agent.idempotent
+            interrupted.append(
+                ev.AttemptInterrupted(
+                    subtask_id=sid,
+                    attempt=attempt.number,
+                    recovery_ref=None,  # its uncommitted work was on the lost host
+                    rerun=rerun,
+                    cause="worker",
+                )
+            )
+            if rerun:
+                reassign.append(sid)
+    return Losses(tuple(interrupted), tuple(reassign), tuple(waiting))

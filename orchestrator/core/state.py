@@ -228,11 +228,10 @@ def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionSt
 
 def _interrupted(event: ev.AttemptInterrupted) -> Reason:
     saved = f"; its changes are saved on {event.recovery_ref}" if event.recovery_ref else ""
-    when = (
-        "its tmux pane went away (the tmux server killed, or the pane closed)"
-        if event.cause == "pane"
-        else "its supervisor stopped"
-    )
+    when = {
+        "pane": "its tmux pane went away (the tmux server killed, or the pane closed)",
+        "worker": "the worker it ran on was lost (its lease lapsed)",
+    }.get(event.cause, "its supervisor stopped")
     return Reason(
         code=ReasonCode.INTERRUPTED,
         detail=(

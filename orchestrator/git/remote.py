@@ -31,6 +31,12 @@ async def fetch_branch(repo: Path, url: str, branch: str) -> str:
     return (await git("rev-parse", "--verify", f"{ref}^{{commit}}", cwd=repo)).stdout.strip()
 
 
+async def fetch_branch_if_there(repo: Path, url: str, branch: str) -> str | None:
+    """`fetch_branch`, or None when the remote has no such branch."""
+    there = await git("ls-remote", "--heads", url, branch_ref(branch), cwd=repo)
+    return await fetch_branch(repo, url, branch) if there.stdout.strip() else None
+
+
 async def fetch_commit(repo: Path, url: str, branch: str, commit: str) -> None:
     """Make `commit` (on the remote's `branch`) reachable in `repo`, unless it is there."""
     known = await git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo, check=False)

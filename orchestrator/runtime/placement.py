@@ -25,6 +25,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import subtask_branch
 from orchestrator.core.placement import (
     Offer,
+    after_losing,
     busy_slots,
     choose_worker,
     command_record,
@@ -41,9 +42,10 @@ from orchestrator.store.workers import WorkerRow
 
 log = structlog.get_logger(__name__)
 
-#: How often the owner looks for a command's outcome, and for a free worker.
+#: How often the owner looks for a command's outcome, for a free worker, for lost ones.
 POLL_S = 0.2
 WAIT_FOR_WORKER_S = 1.0
+LOOK_FOR_LOSSES_S = 1.0
 #: The commands after which the integration branch may have moved: pushed to the remote.
 _MOVES_INTEGRATION = (cmd.CreateIntegrationBranch, cmd.MergeSubtask, cmd.UndoMerges)
 
@@ -64,6 +66,8 @@ class PlacementStore(Protocol):
 
     def command_outcome(self, command_id: int) -> Outcome | None: ...
 
+    def cancel_command(self, command_id: int) -> None: ...
+
 
 class Placement:
     def __init__(self, store: PlacementStore, repo: Path, remote_url: str) -> None:
@@ -71,6 +75,8 @@ class Placement:
         self._repo = repo
         self.remote_url = remote_url
         self._assigning = trio.Lock()
+        self._reassigning: set[str] = set()
+        self._told_waiting: set[str] = set()
 
     def places(self, command: cmd.Command) -> bool:
         return placed(command)
@@ -89,19 +95,68 @@ class Placement:
             )
         )  # fmt: skip
         log.info("command_queued", command=type(command).__name__, host=assignment.host)
-        outcome = await self._outcome(journal, sid, assignment.epoch, command_id)
+        outcome = await self._outcome(journal, command, assignment.epoch, command_id)
         if outcome is None:
-            return []  # reassigned meanwhile: its worker's word no longer counts
+            # Its worker was lost: whatever it says later no longer counts, and a command
+            # it has not taken yet is never taken.
+            await trio.to_thread.run_sync(self._store.cancel_command, command_id)
+            return []
         if outcome.error is not None:
             raise StepFailed(f"on {assignment.host}: {outcome.error}", subtask_id=sid)
         events = [ev.from_record(kind, payload) for kind, payload in outcome.results]
-        if any(isinstance(event, ev.AttemptCommitted) for event in events):
-            branch = subtask_branch(journal.state.plan.name, journal.execution_id, sid)
-            await fetch_branch(self._repo, self.remote_url, branch)
-        if not _current(journal.state, sid, assignment.epoch):
+        for event in events:
+            if isinstance(event, ev.AttemptCommitted):
+                await self._fetch(journal, sid, event.head_commit)
+        if _stale(journal.state, command, assignment.epoch):
             log.warning("stale_results_dropped", epoch=assignment.epoch)
             return []
         return events
+
+    async def _fetch(self, journal: Journal, sid: str, head: str) -> None:
+        """The subtask's branch as its worker pushed it, which must be at the commit its
+        events report (a cut-off worker's late push would be found here, not merged)."""
+        branch = subtask_branch(journal.state.plan.name, journal.execution_id, sid)
+        fetched = await fetch_branch(self._repo, self.remote_url, branch)
+        if fetched != head:
+            raise StepFailed(
+                f"the remote's {branch} is at {fetched[:12]}, not at the {head[:12]} its"
+                " worker committed",
+                subtask_id=sid,
+            )
+
+    async def watch_workers(self, journal: Journal) -> None:
+        """Until cancelled: the subtasks of workers whose leases lapsed are interrupted
+        or assigned anew (core/placement.after_losing)."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                await trio.sleep(LOOK_FOR_LOSSES_S)
+                try:
+                    rows = await trio.to_thread.run_sync(self._store.list_workers)
+                except EnvironmentProblem as problem:  # waited out: the next look
+                    log.warning("workers_unread", error=problem.message)
+                    continue
+                alive = {row.worker_id for row in rows if row.alive}
+                losses = after_losing(journal.state, alive)
+                # One waiting for a worker to take it over has had its attempt cut short:
+                # the next attempt's, not yet begun anywhere, is no loss.
+                cut = [e for e in losses.interrupted if e.subtask_id not in self._reassigning]
+                if cut:
+                    log.warning("worker_lost", subtasks=[e.subtask_id for e in cut])
+                    await journal.append(cut)
+                for sid in losses.reassign:
+                    if sid not in self._reassigning:
+                        self._reassigning.add(sid)
+                        nursery.start_soon(self._reassign, journal, sid)
+                for sid in set(losses.waiting) - self._told_waiting:
+                    log.warning("waiting_for_lost_worker", subtask_id=sid)
+                self._told_waiting = set(losses.waiting)
+
+    async def _reassign(self, journal: Journal, sid: str) -> None:
+        try:
+            assigned = await self._assign(journal, sid)
+            log.warning("subtask_reassigned", subtask_id=sid, host=assigned.host)
+        finally:
+            self._reassigning.discard(sid)
 
     async def _assign(self, journal: Journal, sid: str) -> ev.SubtaskAssigned:
         async with self._assigning:  # one at a time: each counts the slots the others took
@@ -126,7 +181,7 @@ class Placement:
             return assigned
 
     async def _outcome(
-        self, journal: Journal, sid: str, epoch: int, command_id: int
+        self, journal: Journal, command: cmd.Command, epoch: int, command_id: int
     ) -> Outcome | None:
         while True:
             try:
@@ -134,7 +189,7 @@ class Placement:
             except EnvironmentProblem as problem:  # the store is waited out, as appends are
                 log.warning("command_outcome_unread", error=problem.message)
                 outcome = None
-            if not _current(journal.state, sid, epoch):
+            if _stale(journal.state, command, epoch):
                 return None
             if outcome is not None and outcome.state in ("done", "failed"):
                 return outcome
@@ -159,6 +214,13 @@ class Placement:
         log.info("integration_pushed", head=head, seconds=round(time.monotonic() - started, 3))
 
 
-def _current(state: ExecutionState, sid: str, epoch: int) -> bool:
-    assignment = state.assignments.get(sid)
-    return assignment is not None and assignment.epoch == epoch
+def _stale(state: ExecutionState, command: cmd.Command, epoch: int) -> bool:
+    """Whether a command's outcome no longer counts: its subtask was assigned anew, or
+    the attempt it is about was recorded interrupted (its worker lost)."""
+    assignment = state.assignments.get(command.subtask_id)
+    if assignment is None or assignment.epoch != epoch:
+        return True
+    attempts = state.subtask(command.subtask_id).attempts
+    return bool(command.attempt) and any(
+        a.number == command.attempt and a.interrupted for a in attempts
+    )

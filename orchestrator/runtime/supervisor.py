@@ -120,6 +120,8 @@ async def _loop(
         every = look_every(edges.environment)
         if edges.looks is not None and every is not None:
             nursery.start_soon(watch_overlaps, journal, edges.looks, every)
+        if placement is not None:
+            nursery.start_soon(placement.watch_workers, journal)
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()

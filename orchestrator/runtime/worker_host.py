@@ -27,8 +27,8 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import subtask_branch
 from orchestrator.core.placement import command_from_record
 from orchestrator.core.state import ExecutionState
-from orchestrator.errors import EnvironmentProblem, KairoError
-from orchestrator.git.remote import fetch_commit, push_branch
+from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
+from orchestrator.git.remote import fetch_branch_if_there, fetch_commit, push_branch
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo, git
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
@@ -132,7 +132,7 @@ class WorkerHost:
             results: list[tuple[str, dict[str, Any]]] = []
             error: str | None = None
             try:
-                events = await self._execute(queued.execution_id, command)
+                events = await self._execute(queued, command)
                 results = [ev.to_record(event) for event in events]
             except KairoError as failed:
                 error = failed.message
@@ -144,24 +144,69 @@ class WorkerHost:
                 lambda: self._store.finish_command(queued.command_id, results=results, error=error)
             )
 
-    async def _execute(self, execution_id: str, command: cmd.Command) -> list[ev.ExecutionEvent]:
-        state = self._here(await trio.to_thread.run_sync(self._read_state, execution_id))
+    async def _execute(self, queued: Queued, command: cmd.Command) -> list[ev.ExecutionEvent]:
+        state = await self._current_state(queued, command)
         edges = await self._edges_for(state)
+        sid = command.subtask_id
+        worktree = state.subtask(sid).worktree
         if isinstance(command, cmd.PrepareWorkspace):
             branch = state.created.integration_branch
             await fetch_commit(self._clone.toplevel, self._remote, branch, command.start_commit)
+        elif worktree is not None and not await trio.Path(worktree).exists():
+            if isinstance(command, cmd.ReleaseWorkspace):
+                return [ev.WorkspaceReleased(subtask_id=sid)]  # never made on this host
+            if not isinstance(command, cmd.KillAttempt):
+                await self._take_over_worktree(state, edges, sid, Path(worktree))
         events = await execute(edges, state, command)
         if isinstance(command, cmd.CommitAttempt):
-            branch = subtask_branch(state.plan.name, execution_id, command.subtask_id)
+            await self._current_state(queued, command)  # not pushed for a stale assignment
+            branch = subtask_branch(state.plan.name, state.execution_id, sid)
             await push_branch(self._clone.toplevel, self._remote, branch)
         return events
+
+    async def _current_state(self, queued: Queued, command: cmd.Command) -> ExecutionState:
+        """The execution's state here, if `queued` is of the subtask's current assignment
+        (to this worker): else StepFailed, and nothing is carried out (or pushed)."""
+        state = await trio.to_thread.run_sync(self._read_state, queued.execution_id)
+        assignment = state.assignments.get(command.subtask_id)
+        if (
+            assignment is None
+            or assignment.epoch != queued.epoch
+            or assignment.worker_id != self._worker_id
+        ):
+            raise StepFailed(f"{command.subtask_id} was assigned anew: not carried out")
+        return self._here(state, command.subtask_id)
+
+    async def _take_over_worktree(
+        self, state: ExecutionState, edges: Edges, sid: str, worktree: Path
+    ) -> None:
+        """The worktree of a subtask another worker had: its branch as that worker last
+        pushed it (its last commit), else made at the attempt's start."""
+        view = state.subtask(sid)
+        assert view.branch is not None
+        clone = self._clone.toplevel
+        if await fetch_branch_if_there(clone, self._remote, view.branch) is None:
+            attempt = view.current_attempt
+            start = attempt.start_commit if attempt is not None else view.start_commit
+            assert start is not None
+            integration = state.created.integration_branch
+            await fetch_commit(clone, self._remote, integration, start)
+            await git("branch", "-f", view.branch, start, cwd=clone)
+        if await edges.workspaces.adopt(sid, view.branch, worktree) is None:
+            raise StepFailed(f"cannot make the worktree of {sid} again on this host")
+        log.warning("worktree_taken_over", path=str(worktree))
 
     def _read_state(self, execution_id: str) -> ExecutionState:
         return read_state(self._log_store, execution_id)
 
-    def _here(self, state: ExecutionState) -> ExecutionState:
-        """The state with the owner's places made this host's."""
+    def _here(self, state: ExecutionState, sid: str) -> ExecutionState:
+        """The state with the owner's places made this host's, and the subtask's worktree
+        (made here, or by a worker it had before) this host's place for it."""
         execution = self._data_dir / "executions" / state.execution_id
+        view = state.subtask(sid)
+        if view.worktree is not None:
+            local = replace(view, worktree=str(execution / "worktrees" / sid))
+            state = replace(state, subtasks={**state.subtasks, sid: local})
         created = state.created.model_copy(
             update={
                 "repo_root": str(self._clone.toplevel),

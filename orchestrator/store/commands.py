@@ -69,6 +69,8 @@ class CommandQueue(Protocol):
 
     def command_outcome(self, command_id: int) -> Outcome | None: ...
 
+    def cancel_command(self, command_id: int) -> None: ...
+
 
 def queue(
     cursor: Cursor,
@@ -129,3 +131,12 @@ def outcome(cursor: Cursor, command_id: int) -> Outcome | None:
     state, results, error = found
     records = [(kind, payload) for kind, payload in json.loads(results)] if results else []
     return Outcome(state=state, results=records, error=error)
+
+
+def cancel(cursor: Cursor, command_id: int) -> None:
+    """A command whose outcome no longer counts: never taken, if it was not yet."""
+    cursor.execute(
+        "UPDATE kairo_commands SET state = 'failed', error = 'cancelled: assigned anew',"
+        " done_at = now() WHERE command_id = %s AND state = 'queued'",
+        (command_id,),
+    )

@@ -255,6 +255,10 @@ class PostgresStore(SqlStore):
         with self._transaction(write=False) as cursor:
             return commands.outcome(cursor, command_id)
 
+    def cancel_command(self, command_id: int) -> None:
+        with self._transaction(write=True) as cursor:
+            commands.cancel(cursor, command_id)
+
     def wait_for_commands(self, worker_id: str, timeout_s: float) -> None:
         """Until a command is queued for `worker_id` (a NOTIFY), or `timeout_s` passed. On
         a connection of its own, LISTENing from the first call on: a command queued between

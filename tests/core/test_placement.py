@@ -9,7 +9,9 @@ from orchestrator.core import checkpoints
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.placement import (
+    Losses,
     Offer,
+    after_losing,
     busy_slots,
     choose_worker,
     command_from_record,
@@ -121,3 +123,55 @@ def test_status_names_each_subtasks_host_only_for_placed_plans() -> None:
     assert hosts(start(plan(subtask("a")))) == ["absent"]  # one machine: as it always was
     state = feed(_placed_plan(), [_assigned("b", "w1", 1)])
     assert hosts(state) == [None, "host-w1", None]
+
+
+def _under_way(state: ExecutionState, sid: str, worker: str, epoch: int) -> ExecutionState:
+    return feed(
+        state,
+        [
+            ev.SubtaskScheduled(subtask_id=sid, start_commit=BASE),
+            _assigned(sid, worker, epoch),
+            ev.WorkspaceCreated(subtask_id=sid, path=f"/w/{sid}", branch=sid, commit=BASE),
+            ev.AttemptStarted(
+                subtask_id=sid, attempt=1, idempotency_key=sid, run_dir=f"/r/{sid}",
+                start_commit=BASE,
+            ),
+        ],
+    )  # fmt: skip
+
+
+def test_a_lost_workers_running_attempts_are_interrupted_and_idempotent_ones_given_again() -> None:
+    p = plan(subtask("a"), subtask("b"), subtask("c"), max_parallel=8)
+    c = p.subtasks[2].model_copy(
+        update={"agent": p.subtasks[2].agent.model_copy(update={"idempotent": True})}
+    )
+    p = p.model_copy(update={"placement": "workers", "subtasks": (*p.subtasks[:2], c)})
+    state = start(p)
+    state = _under_way(state, "a", "w1", 1)  # not idempotent: stopped, as a resume would
+    state = _under_way(state, "b", "w2", 2)  # on a worker still alive: untouched
+    state = _under_way(state, "c", "w1", 3)  # idempotent: run again elsewhere
+    losses = after_losing(state, alive={"w2"})
+    assert [(e.subtask_id, e.rerun, e.cause, e.recovery_ref) for e in losses.interrupted] == [
+        ("a", False, "worker", None),
+        ("c", True, "worker", None),
+    ]
+    assert losses.reassign == ("c",) and losses.waiting == ()
+    state = feed(state, losses.interrupted)
+    assert state.subtask("a").state == "stopped"
+    assert "the worker it ran on was lost" in str(state.subtask("a").reason)
+    assert after_losing(state, alive={"w2"}).interrupted == ()  # once
+
+
+def test_a_lost_workers_exited_uncommitted_attempt_waits_and_a_committed_one_moves() -> None:
+    state = _under_way(_placed_plan(), "a", "w1", 1)
+    exited = ev.AttemptExited(subtask_id="a", attempt=1, exit_code=0)
+    state = feed(state, [exited])
+    assert after_losing(state, alive=set()) == Losses(waiting=("a",))
+    committed = ev.AttemptCommitted(subtask_id="a", attempt=1, head_commit="c1", changed=True)
+    state = feed(state, [committed])
+    assert after_losing(state, alive=set()) == Losses(reassign=("a",))
+    preparing = feed(
+        _placed_plan(),
+        [ev.SubtaskScheduled(subtask_id="b", start_commit=BASE), _assigned("b", "w1", 1)],
+    )
+    assert after_losing(preparing, alive=set()) == Losses(reassign=("b",))

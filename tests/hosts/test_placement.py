@@ -10,6 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -183,3 +184,76 @@ def test_a_placed_plan_without_a_shared_store_or_remote_is_refused(lab: Lab, rem
     assert refused.returncode == 2
     assert "placement: workers needs the PostgreSQL store" in refused.stderr
     assert not (owner / ".git" / "kairo").exists()  # nothing created
+
+
+def _status(client: Host, repo: Path, store: str) -> dict[str, Any]:
+    done = _kairo(client, repo, "status", "--json", KAIRO_STORE=store)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def _events(client: Host, repo: Path, store: str, execution_id: str) -> list[str]:
+    done = _kairo(client, repo, "events", execution_id, "--json", KAIRO_STORE=store)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_nothing_after(
+    lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any]
+) -> None:
+    client, a = lab.host("client"), lab.host("host-a")
+    owner = _clone(client, remote, "owner-cut")
+    subtasks = [f"t{i}" for i in range(1, 7)]
+    (owner / "plan.yaml").write_text(
+        "version: 1\nname: cut\nmax_parallel: 6\nplacement: workers\nreview: {push: origin}\n"
+        "agent: {kind: shell, idempotent: true,"
+        ' run: \'sleep 6; echo "$KAIRO_SUBTASK_ID" > "$KAIRO_SUBTASK_ID.txt"\'}\n'
+        "subtasks:\n" + "".join(f"  - id: {sid}\n" for sid in subtasks)
+    )
+    socket = f"kairo-cut-{secrets.token_hex(3)}"
+    try:
+        started = _kairo(
+            client, owner, "start", "plan.yaml", KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket
+        )
+        assert started.returncode == 0, started.stderr
+        deadline = time.monotonic() + 60
+        while True:  # until host-a runs agents
+            document = _status(client, owner, lab_store)
+            on_a = [
+                s["id"] for s in document["subtasks"]
+                if s["host"] == "host-a" and s["state"] == "running" and s["attempts"] == 1
+            ]  # fmt: skip
+            if on_a:
+                break
+            assert time.monotonic() < deadline, f"{document}\n{_worker_logs(lab)}"
+            time.sleep(0.3)
+        a.cut()
+        placed_workers["host-a"].send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 120
+        while (document := _status(client, owner, lab_store))["status"] == "RUNNING":
+            assert time.monotonic() < deadline, f"{document}\n{_worker_logs(lab)}"
+            time.sleep(0.5)
+        ended = _events(client, owner, lab_store, document["execution_id"])
+
+        # host-a back: its worker wakes to the agents it was waiting for, whose ends it
+        # reports; none of it lands.
+        a.reconnect()
+        placed_workers["host-a"].send_signal(signal.SIGCONT)
+        time.sleep(8)
+        assert _events(client, owner, lab_store, document["execution_id"]) == ended
+    finally:
+        client.run(["tmux", "-L", socket, "kill-server"], env=_env(client))
+    assert document["status"] == "COMPLETED", f"{document}\n{_worker_logs(lab)}"
+    hosts = {s["id"]: s["host"] for s in document["subtasks"]}
+    for sid in on_a:  # interrupted there, and run again on host-b
+        assert hosts[sid] == "host-b", hosts
+        assert next(s for s in document["subtasks"] if s["id"] == sid)["attempts"] == 2
+    interrupted = [json.loads(line) for line in ended if '"attempt_interrupted"' in line]
+    assert sorted(e["payload"]["subtask_id"] for e in interrupted) == sorted(on_a), interrupted
+    assert {e["payload"]["cause"] for e in interrupted} == {"worker"}
+    tree = client.run(
+        ["git", "-C", str(owner), "ls-tree", "--name-only", document["integration_head"]]
+    )
+    assert set(tree.stdout.split()) == {"README", *(f"{sid}.txt" for sid in subtasks)}
+    pushed = client.run(["git", "ls-remote", remote, document["integration_branch"]])
+    assert pushed.stdout.split()[:1] == [document["integration_head"]]  # not moved by host-a
