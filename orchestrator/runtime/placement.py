@@ -3,9 +3,10 @@ the plan's remote, its commands are queued for that worker through the store, an
 events they answer with are appended here, by the log's only writer.
 
 Fencing: a worker's events are appended only while the assignment they were carried out
-for is the subtask's current one (its epoch), checked in the state the events are folded
-into, with no await between the check and the append's fold (the journal's lock): the
-owner is the log's only writer, so no other assignment can come between. Git goes
+for is the subtask's current one (its epoch), checked in the owner's state under the
+journal's lock, the one that orders every append: the owner is the log's only writer
+(its lease on the execution's row fences another owner), so no assignment can come
+between the check and the append. Git goes
 through the remote: the owner fetches a subtask's branch when its commit is reported,
 before anything merges it, and pushes the integration branch after every step that moves
 it, leased against the head the log records (git/remote.py).
@@ -107,10 +108,12 @@ class Placement:
         for event in events:
             if isinstance(event, ev.AttemptCommitted):
                 await self._fetch(journal, sid, event.head_commit)
-        if _stale(journal.state, command, assignment.epoch):
-            log.warning("stale_results_dropped", epoch=assignment.epoch)
-            return []
-        return events
+        epoch = assignment.epoch
+        before = journal.state.seq
+        await journal.append(events, only_if=lambda state: not _stale(state, command, epoch))
+        if events and journal.state.seq == before:
+            log.warning("stale_results_dropped", epoch=epoch)
+        return []  # appended here, fenced
 
     async def _fetch(self, journal: Journal, sid: str, head: str) -> None:
         """The subtask's branch as its worker pushed it, which must be at the commit its
