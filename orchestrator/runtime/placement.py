@@ -97,7 +97,7 @@ class Placement:
         )  # fmt: skip
         log.info("command_queued", command=type(command).__name__, host=assignment.host)
         outcome = await self._outcome(journal, command, assignment.epoch, command_id)
-        if outcome is None:
+        if outcome is None or _stale(journal.state, command, assignment.epoch):
             # Its worker was lost: whatever it says later no longer counts, and a command
             # it has not taken yet is never taken.
             await trio.to_thread.run_sync(self._store.cancel_command, command_id)
@@ -164,7 +164,11 @@ class Placement:
     async def _assign(self, journal: Journal, sid: str) -> ev.SubtaskAssigned:
         async with self._assigning:  # one at a time: each counts the slots the others took
             while True:
-                rows = await trio.to_thread.run_sync(self._store.list_workers)
+                try:
+                    rows = await trio.to_thread.run_sync(self._store.list_workers)
+                except EnvironmentProblem as problem:  # waited out, as appends are
+                    log.warning("workers_unread", error=problem.message)
+                    rows = []
                 offers = [
                     Offer(row.worker_id, row.host, row.slots)
                     for row in rows
