@@ -49,6 +49,7 @@ def start(
     spares_to_keep(os.environ)  # likewise: the supervisor reads it too
     spare_bytes(os.environ)
     checked = read_plan(plan, paths)
+    _refuse_placement_without_means(checked.loaded.plan, store_url)
     # An interrupted execution of this plan is offered before the plan file's own checks
     # (its program, its worktree_root, its branch): `resume` goes on with the plan its log
     # holds. With no store yet there is none, so those refusals come before the store is
@@ -70,6 +71,22 @@ def start(
         worktree_root = ready or _ready_to_start(paths, checked)
         execution_id = _create_execution(project, checked, worktree_root, notify)
         return launch(project, execution_id, launcher, supervised=started)
+
+
+def _refuse_placement_without_means(plan: ResolvedPlan, store_url: str | None) -> None:
+    """`placement: workers` needs what every host shares: the PostgreSQL store, and a git
+    remote (`review.push`); a conflict an agent resolves is not placed yet."""
+    if plan.placement != "workers":
+        return
+    if store_url is None or store_url.partition(":")[0].lower() not in ("postgresql", "postgres"):
+        raise UsageError(
+            "placement: workers needs the PostgreSQL store (--store postgresql://... or"
+            " KAIRO_STORE) that the workers share"
+        )
+    if plan.review.push is None:
+        raise UsageError("placement: workers needs review.push: the git remote every host reaches")
+    if any(spec.resolve_attempts for spec in plan.subtasks):
+        raise UsageError("placement: workers does not run resolve_conflicts yet")
 
 
 @contextmanager

@@ -1,9 +1,11 @@
 """`worker` and `workers`: hosts that offer their slots to the plans of a shared store.
 
 A worker registers itself in the PostgreSQL store (host, address, slots) and renews a
-heartbeat lease until it is asked to stop (SIGTERM or SIGINT), when it deregisters. This
-is the first part of running one plan on several machines: workers are seen, and whether
-each is alive; none is given subtasks yet (docs/operations.md says what is to come).
+heartbeat lease until it is asked to stop (SIGTERM or SIGINT), when it deregisters. With
+a remote (`--remote`), it also carries out, meanwhile, the commands of subtasks that
+executions of `placement: workers` assign to it (runtime/worker_host.py), in a thread of
+its own so that no step delays a heartbeat (docs/operations.md, "Workers on several
+machines").
 
 One machine needs no worker, and SQLite, a file of one machine, keeps none: both commands
 refuse a store that is not PostgreSQL (`WorkersNeedPostgres`, exit 2).
@@ -23,14 +25,15 @@ from types import FrameType
 from typing import cast
 
 from orchestrator.errors import EnvironmentProblem, UsageError
-from orchestrator.store.base import format_timestamp
+from orchestrator.git.repo import RepoPaths
+from orchestrator.store.base import DurableExecutionStore, format_timestamp
 from orchestrator.store.workers import Registration, WorkerRegistry, WorkerRow
 
 #: A worker's lease unless `--lease` says otherwise: as long as a supervisor's.
 LEASE_S = 30.0
 #: Heartbeats per lease: five may be lost (a slow store, a busy host) before it lapses.
 BEATS_PER_LEASE = 6
-#: What `workers` shows as running on each: no subtask is placed on a worker yet.
+#: What `workers` shows as running on each: not yet counted from the placed commands.
 RUNNING_NOW = 0
 
 
@@ -58,6 +61,7 @@ class WorkerView:
     lease_expires_at: str
     alive: bool
     lapses: int
+    remote: str | None = None  # the git remote whose plans it runs (`worker --remote`)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ def view(row: WorkerRow) -> WorkerView:
         lease_expires_at=format_timestamp(row.lease_expires_at),
         alive=row.alive,
         lapses=row.lapses,
+        remote=row.remote,
     )
 
 
@@ -117,8 +122,12 @@ def serve(
     address: str | None,
     lease_s: float = LEASE_S,
     tell: Callable[[WorkerNote], None],
+    remote: str | None = None,
+    data_dir: Path | None = None,
 ) -> WorkerStopped:
-    """Register, renew the lease until SIGTERM or SIGINT, deregister."""
+    """Register, renew the lease until SIGTERM or SIGINT, deregister. With `remote`, carry
+    out meanwhile the commands of the subtasks its owners assign to it (a clone of
+    `remote` under `data_dir`, made first if need be)."""
     from orchestrator.store.ulid import new_ulid
 
     registration = Registration(
@@ -127,11 +136,17 @@ def serve(
         pid=os.getpid(),
         slots=slots,
         lease_seconds=lease_s,
+        remote=remote,
     )
+    data_dir = data_dir or default_data_dir()
     with _stop_signals() as stopped, _registry(store_url) as registry:
+        clone = _clone(remote, data_dir) if remote is not None else None
         worker_id = new_ulid()
         row = registry.register_worker(worker_id, registration)
         tell(WorkerNote("registered", view(row)))
+        taking = None
+        if remote is not None and clone is not None:
+            taking = _take_commands(store_url, worker_id, remote, data_dir, clone, stopped)
         lapses, reachable = row.lapses, True
         while not stopped.wait(lease_s / BEATS_PER_LEASE):
             try:
@@ -145,12 +160,60 @@ def serve(
             if row.lapses != lapses:
                 tell(WorkerNote("renewed", view(row)))
                 lapses = row.lapses
+        if taking is not None:
+            taking.join()
         try:
             registry.deregister_worker(worker_id)
         except EnvironmentProblem as problem:
             tell(WorkerNote("unreachable", problem=problem.message))
             return WorkerStopped(worker_id, stopped.signal_name, deregistered=False)
         return WorkerStopped(worker_id, stopped.signal_name, deregistered=True)
+
+
+def default_data_dir() -> Path:
+    """Where a worker keeps its clones, worktrees and runs: KAIRO_WORKER_DIR, else
+    ~/.kairo-worker."""
+    return Path(os.environ.get("KAIRO_WORKER_DIR") or Path.home() / ".kairo-worker")
+
+
+def _clone(remote: str, data_dir: Path) -> RepoPaths:
+    import trio
+
+    from orchestrator.runtime.worker_host import ensure_clone
+
+    return trio.run(ensure_clone, data_dir, remote)
+
+
+def _take_commands(
+    store_url: str | None,
+    worker_id: str,
+    remote: str,
+    data_dir: Path,
+    clone: RepoPaths,
+    stopped: threading.Event,
+) -> threading.Thread:
+    """A thread of its own, with its own trio loop and store connection, beside the
+    heartbeats of the main one: a long git or tmux step never delays a heartbeat."""
+    import trio
+
+    from orchestrator.runtime.worker_host import WorkerHost, WorkerStore
+
+    async def take() -> None:
+        with _registry(store_url) as store:
+            host = WorkerHost(
+                cast(WorkerStore, store),
+                cast(DurableExecutionStore, store),
+                worker_id,
+                host=socket.gethostname(),
+                remote=remote,
+                data_dir=data_dir,
+                clone=clone,
+            )
+            await host.serve(stopped.is_set)
+
+    thread = threading.Thread(target=trio.run, args=(take,), name="kairo-worker-commands")
+    thread.start()
+    return thread
 
 
 class _Stop(threading.Event):

@@ -51,18 +51,40 @@ def _said(note: app.WorkerNote) -> str:
     show_default=True,
     help="Seconds without a heartbeat after which this worker counts as lapsed.",
 )
+@click.option(
+    "--remote",
+    default=None,
+    help="The git remote (a URL) whose plans this worker runs (`placement: workers`);"
+    " without it the worker only registers.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where its clone, worktrees and runs go"
+    " (default: KAIRO_WORKER_DIR, else ~/.kairo-worker).",
+)
 @common_options
 def worker(
-    slots: int, address: str | None, lease_s: float, repo: Path, store_url: str | None
+    slots: int,
+    address: str | None,
+    lease_s: float,
+    remote: str | None,
+    data_dir: Path | None,
+    repo: Path,
+    store_url: str | None,
 ) -> None:
     """Register this host as a worker in the PostgreSQL store and renew its lease until
-    SIGTERM or SIGINT, then deregister. It runs no subtask yet (docs/operations.md)."""
+    SIGTERM or SIGINT, then deregister. With --remote, it carries out the subtasks that
+    executions of `placement: workers` over that remote assign to it (docs/operations.md)."""
     done = app.serve(
         store_url,
         slots=slots,
         address=address,
         lease_s=lease_s,
         tell=lambda note: click.echo(_said(note), err=True),
+        remote=remote,
+        data_dir=data_dir.resolve() if data_dir is not None else None,
     )
     left = "deregistered" if done.deregistered else "left (its lease lapses)"
     click.echo(f"kairo-orch worker: {done.worker_id} {left} on {done.signal_name}", err=True)

@@ -149,8 +149,9 @@ class AttemptInterrupted(_Event):
     rerun: bool
     tokens: int = 0  # what its stream had shown used, counted against the budgets
     # What cut it short: its supervisor stopped (found by a resume), or its pane went away
-    # while its supervisor watched (the tmux server killed, the pane closed).
-    cause: Literal["supervisor", "pane"] = "supervisor"
+    # while its supervisor watched (the tmux server killed, the pane closed), or the
+    # worker it ran on was lost (its lease lapsed: `placement: workers`).
+    cause: Literal["supervisor", "pane", "worker"] = "supervisor"
 
 
 class SubtaskRerun(_Event):
@@ -417,6 +418,18 @@ class OverlapFound(_Event):
     at: float = 0.0  # unix time it was seen
 
 
+class SubtaskAssigned(_Event):
+    """`placement: workers`: the subtask's commands go to a worker on another host, from
+    now on and until a later assignment. `epoch` grows by one with every assignment of
+    the execution: the owner appends a worker's results only for the current one."""
+
+    type: Literal["subtask_assigned"] = "subtask_assigned"
+    subtask_id: str
+    worker_id: str
+    host: str
+    epoch: int
+
+
 ExecutionEvent = Annotated[
     ExecutionCreated
     | SupervisorStarted
@@ -448,7 +461,8 @@ ExecutionEvent = Annotated[
     | ExecutionReopened
     | ResolutionStarted
     | ResolutionDeclined
-    | OverlapFound,
+    | OverlapFound
+    | SubtaskAssigned,
     Field(discriminator="type"),
 ]
 

@@ -48,6 +48,13 @@ class ExecutionState:
     review: Mapping[ev.ReviewStep, ev.ReviewStepFinished | None] = field(default_factory=dict)
     review_cut: bool = False  # a review step was running when its supervisor stopped
     anomalies: tuple[Anomaly, ...] = ()  # moves the lifecycle does not allow, in log order
+    # `placement: workers`: each subtask's current assignment to a worker, by subtask id.
+    assignments: Mapping[str, ev.SubtaskAssigned] = field(default_factory=dict)
+
+    @property
+    def epoch(self) -> int:
+        """The last assignment's epoch (0: none yet)."""
+        return max((a.epoch for a in self.assignments.values()), default=0)
 
     @property
     def plan(self) -> ResolvedPlan:

@@ -18,6 +18,8 @@ MAX_SUBTASKS = 10_000  # in one plan, splits expanded (docs/plan.md, "Limits of 
 INTEGRATION_BATCH = 16
 MAX_HANDED_BYTES = 64 * 1024  # of a prompt, or a file list, an agent gets in its environment
 MergeOrder = Literal["plan", "completion"]
+#: Where subtasks run: on the owner's host, or on workers of other hosts (operations.md).
+Placement = Literal["local", "workers"]
 ADAPTER_KINDS: tuple[AgentKind, ...] = ("claude-code", "codex", "aider")  # `binary`, `model`...
 # `permission_mode` by kind: what `claude --help` lists for --permission-mode, and the values
 # of `codex exec --sandbox`. Aider has no such setting.
@@ -115,6 +117,7 @@ class ResolvedPlan(Frozen):
     integration_branch: str | None = None
     max_parallel: int = 4
     merge_order: MergeOrder = "plan"
+    placement: Placement = "local"
     worktree_root: str | None = None  # as written; relative to the repository root
     integration_verify: str | None = None
     integration_batch: int = INTEGRATION_BATCH

@@ -14,7 +14,7 @@ from orchestrator.core.branch_names import branch_name_problem
 from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.ids import ID_PATTERN
-from orchestrator.core.plan import INTEGRATION_BATCH, MAX_SUBTASKS, AgentKind, MergeOrder
+from orchestrator.core.plan import INTEGRATION_BATCH, MAX_SUBTASKS, AgentKind, MergeOrder, Placement
 from orchestrator.core.plan_variables import AgentVariable, EnvName, Url, VariableValue
 
 
@@ -248,6 +248,7 @@ class RawPlan(_Raw):
     integration_branch: Annotated[str, AfterValidator(_branch)] | None = None
     max_parallel: Annotated[int, Field(ge=1), _at_most(MAX_PARALLEL)] = 4
     merge_order: MergeOrder = "plan"
+    placement: Placement = "local"
     worktree_root: Annotated[str, AfterValidator(_outside_tree)] | None = None
     agent: RawAgent | None = None
     verify: Text | None = None

@@ -34,6 +34,12 @@ from orchestrator.core.plan_agent import fields_set, resolve_agent
 from orchestrator.core.plan_errors import Problem, Problems, format_problem
 from orchestrator.core.plan_yaml import Path
 
+#: The plan's keys that a ResolvedPlan holds as written.
+_AS_WRITTEN = (
+    *("name", "base", "integration_branch", "max_parallel", "merge_order", "placement"),
+    *("worktree_root", "integration_verify", "integration_batch"),
+)
+
 if TYPE_CHECKING:
     from orchestrator.core.plan_raw import RawAgent, RawPlan, RawSandbox, RawSubtask, RawWorktree
 
@@ -148,14 +154,7 @@ class Resolver:
             subtasks.extend(self._resolved(head, sub, agent, self.parts[i]))
         run_limits = fields_set(head.execution_limits)
         plan = ResolvedPlan(
-            name=head.name,
-            base=head.base,
-            integration_branch=head.integration_branch,
-            max_parallel=head.max_parallel,
-            merge_order=head.merge_order,
-            worktree_root=head.worktree_root,
-            integration_verify=head.integration_verify,
-            integration_batch=head.integration_batch,
+            **{key: getattr(head, key) for key in _AS_WRITTEN},
             worktree=_worktree_setup(head.worktree),
             sandbox=_sandbox(head.sandbox),
             review=ReviewSpec(**fields_set(head.review)),

@@ -208,6 +208,9 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             return replace(state, ended=None, ended_seq=None)
         case ev.OverlapFound():
             return _overlap_found(state, event)
+        case ev.SubtaskAssigned(subtask_id=sid):
+            state.subtask(sid)  # one the plan does not name is a bug in the writer
+            return replace(state, assignments={**state.assignments, sid: event})
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 
@@ -226,11 +229,10 @@ def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionSt
 
 def _interrupted(event: ev.AttemptInterrupted) -> Reason:
     saved = f"; its changes are saved on {event.recovery_ref}" if event.recovery_ref else ""
-    when = (
-        "its tmux pane went away (the tmux server killed, or the pane closed)"
-        if event.cause == "pane"
-        else "its supervisor stopped"
-    )
+    when = {
+        "pane": "its tmux pane went away (the tmux server killed, or the pane closed)",
+        "worker": "the worker it ran on was lost (its lease lapsed)",
+    }.get(event.cause, "its supervisor stopped")
     return Reason(
         code=ReasonCode.INTERRUPTED,
         detail=(

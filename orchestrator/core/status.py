@@ -67,6 +67,7 @@ def status_document(
                 "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
                 "output": last_output(view),
                 **_resolutions(view),
+                **_host(state, view),
             }
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
@@ -76,6 +77,15 @@ def status_document(
     if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
         document["overlaps"] = overlap_documents(state)
     return document
+
+
+def _host(state: ExecutionState, view: SubtaskView) -> dict[str, Any]:
+    """`host`, with `placement: workers` only: the host of the worker the subtask is
+    assigned to (None before it is). One machine's are described as they always were."""
+    if state.plan.placement != "workers":
+        return {}
+    assignment = state.assignments.get(view.id)
+    return {"host": assignment.host if assignment is not None else None}
 
 
 def last_output(view: SubtaskView) -> str | None:

@@ -18,6 +18,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 if __name__ == "__main__":
     from orchestrator.runtime.without_rich import without_rich
@@ -35,6 +36,7 @@ from orchestrator.core.report_html import html_page
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
+from orchestrator.git.remote import remote_url
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.conflict_maps import map_if_any
@@ -48,6 +50,7 @@ from orchestrator.runtime.edge_adapters import (
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.runtime.placement import Placement, PlacementStore
 from orchestrator.runtime.state_reader import read_logged, read_state
 from orchestrator.runtime.supervisor import supervise
 from orchestrator.store import open_store
@@ -155,6 +158,7 @@ async def run_supervisor(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_open_session, tmux, created, execution_id, paths, store_url)
             identity = await Identity.for_repo(paths.toplevel)
+        placement = _placement(store, state, paths)
         edges = Edges(
             repo_root=paths.toplevel,
             workspaces=LocalWorktreeProvider(paths),
@@ -165,12 +169,18 @@ async def run_supervisor(
             open_session=functools.partial(
                 _open_session, tmux, created, execution_id, paths, store_url
             ),
-            looks=GitWorktreeLooks(paths.toplevel),
+            # Placed subtasks' worktrees are on their workers' hosts: none to look at here.
+            looks=GitWorktreeLooks(paths.toplevel) if placement is None else None,
             resolutions=GitConflictResolutions(identity),
         )
         journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
         final = await supervise(
-            journal, edges, resumed=resume, rerun_interrupted=rerun_interrupted, stop=stop
+            journal,
+            edges,
+            resumed=resume,
+            rerun_interrupted=rerun_interrupted,
+            stop=stop,
+            placement=placement,
         )
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
@@ -181,6 +191,18 @@ async def run_supervisor(
         await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
+
+
+def _placement(
+    store: DurableExecutionStore, state: ExecutionState, paths: RepoPaths
+) -> Placement | None:
+    """`placement: workers`: the owner's side, over the store (`start` checked that it is
+    PostgreSQL) and the remote `review.push` names."""
+    plan = state.plan
+    if plan.placement != "workers" or plan.review.push is None:
+        return None
+    url = remote_url(paths.toplevel, plan.review.push)
+    return Placement(cast(PlacementStore, store), paths.toplevel, url)
 
 
 def write_html_report(store: DurableExecutionStore, execution_id: str, run_root: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import structlog
@@ -92,11 +92,20 @@ class Journal:
             self._agenda = Agenda.of(self.state)
         return self._agenda
 
-    async def append(self, events: Sequence[ev.ExecutionEvent]) -> ExecutionState:
+    async def append(
+        self,
+        events: Sequence[ev.ExecutionEvent],
+        *,
+        only_if: Callable[[ExecutionState], bool] | None = None,
+    ) -> ExecutionState:
+        """`only_if`: appended only if it holds of the state they would follow (asked
+        under the lock that orders appends, so no other append comes between)."""
         if not events:
             return self.state
         records = [record_of(event) for event in events]
         async with self._lock:
+            if only_if is not None and not only_if(self.state):
+                return self.state
             ahead = self._folded_ahead(events)
             status = self._status_after(events)
             stored = await self._append_through_outages(records, status)

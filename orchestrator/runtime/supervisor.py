@@ -31,6 +31,7 @@ from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.overlap_watch import look_every, watch_overlaps
+from orchestrator.runtime.placement import Placement
 from orchestrator.runtime.plugins import load_constraints
 from orchestrator.runtime.ports import Panes
 from orchestrator.runtime.recovery import reconcile
@@ -63,6 +64,7 @@ async def supervise(
     resumed: bool = False,
     rerun_interrupted: bool = False,
     stop: ev.StopMode | None = None,
+    placement: Placement | None = None,
 ) -> ExecutionState:
     """Run the execution to its end; return the final state.
 
@@ -87,7 +89,7 @@ async def supervise(
         if stop is not None:
             source = "kairo-orch stop --now" if stop == "now" else "kairo-orch stop"
             await journal.append([ev.StopRequested(mode=stop, source=source, at=time.time())])
-        return await _loop(journal, edges, signals, constraints)
+        return await _loop(journal, edges, signals, constraints, placement)
 
 
 async def _release_stale_waiters(panes: Panes, execution_id: str) -> None:
@@ -105,6 +107,7 @@ async def _loop(
     edges: Edges,
     signals: AsyncIterator[int],
     constraints: Sequence[ResourceConstraint],
+    placement: Placement | None,
 ) -> ExecutionState:
     in_flight: set[tuple[str, str, int]] = set()
     turns = Turns()
@@ -117,6 +120,8 @@ async def _loop(
         every = look_every(edges.environment)
         if edges.looks is not None and every is not None:
             nursery.start_soon(watch_overlaps, journal, edges.looks, every)
+        if placement is not None:
+            nursery.start_soon(placement.watch_workers, journal)
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()
@@ -133,7 +138,9 @@ async def _loop(
             for command in decision.commands:
                 if command.key not in in_flight:
                     in_flight.add(command.key)
-                    nursery.start_soon(_carry_out, journal, edges, command, in_flight, turns)
+                    nursery.start_soon(
+                        _carry_out, journal, edges, command, in_flight, turns, placement
+                    )
             live_view.look(in_flight, nursery)
             # A tick as well as every append: limits on the wall clock need looking at.
             with trio.move_on_after(TICK_SECONDS):
@@ -176,14 +183,21 @@ async def _carry_out(
     command: cmd.Command,
     in_flight: set[tuple[str, str, int]],
     turns: Turns,
+    placement: Placement | None = None,
 ) -> None:
     with structlog.contextvars.bound_contextvars(
         subtask_id=command.subtask_id or None, attempt=command.attempt or None
     ):
         try:
             rank = journal.agenda.merge_position.get(command.subtask_id, 0)
-            async with turns.turn(command, rank):
-                events = await execute(edges, journal.state, command)
+            if placement is not None and placement.places(command):
+                events = await placement.carry_out(journal, command)
+            else:
+                async with turns.turn(command, rank):
+                    before = journal.state
+                    events = await execute(edges, before, command)
+                    if placement is not None:
+                        await placement.published(before, command)
         except KairoError as error:
             if not command.subtask_id:
                 raise
@@ -225,7 +239,7 @@ def _failure_events(
 async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:
     """Keep each agent pane's title saying what became of it; cosmetic, never fatal. A
     title it already has costs nothing (TmuxServer remembers them)."""
-    if not subtask_id:
+    if not subtask_id or subtask_id in state.assignments:  # its panes are its worker's
         return
     for pane_id, title in pane_titles(subtask_id, state.subtask(subtask_id)).items():
         try:

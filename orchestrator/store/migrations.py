@@ -171,6 +171,38 @@ MIGRATIONS: tuple[Migration, ...] = (
             for dialect in ("sqlite", "postgresql")
         },
     ),
+    Migration(
+        4,
+        "commands of subtasks placed on workers, and the git remote each worker serves",
+        {
+            # The owner queues a command for the worker a subtask is assigned to (at the
+            # assignment's epoch); the worker takes it, carries it out, and leaves its
+            # events in `results` (store/commands.py). SQLite's stays empty.
+            dialect: (
+                f"""CREATE TABLE kairo_commands (
+                    command_id   {key},
+                    execution_id TEXT NOT NULL,
+                    subtask_id   TEXT NOT NULL,
+                    worker_id    TEXT NOT NULL,
+                    epoch        INTEGER NOT NULL,
+                    command      TEXT NOT NULL,
+                    state        TEXT NOT NULL DEFAULT 'queued'
+                                 CHECK (state IN ('queued', 'taken', 'done', 'failed')),
+                    results      TEXT,
+                    error        TEXT,
+                    queued_at    {time} NOT NULL,
+                    done_at      {time}
+                )""",
+                "CREATE INDEX kairo_commands_by_worker ON kairo_commands (worker_id, state)",
+                "CREATE INDEX kairo_commands_by_execution ON kairo_commands (execution_id, state)",
+                "ALTER TABLE kairo_workers ADD COLUMN remote TEXT",
+            )
+            for dialect, key, time in (
+                ("sqlite", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT"),
+                ("postgresql", "BIGSERIAL PRIMARY KEY", "TIMESTAMPTZ"),
+            )
+        },
+    ),
 )
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS kairo_schema_version (

@@ -32,8 +32,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from orchestrator.errors import EnvironmentProblem, StoreLost, UsageError
-from orchestrator.store import migrations, workers
+from orchestrator.store import commands, migrations, workers
 from orchestrator.store.base import track_closed, track_open
+from orchestrator.store.commands import Outcome, Queued
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
 from orchestrator.store.workers import Registration, WorkerRow
 
@@ -97,6 +98,7 @@ class PostgresStore(SqlStore):
         url = checked_url(url)
         super().__init__(redacted(url), clock=clock)
         self._url = url
+        self._listener: psycopg.Connection[Any] | None = None  # wait_for_commands's
         self._conn = self._connect()
         try:
             migrations.migrate(
@@ -222,7 +224,64 @@ class PostgresStore(SqlStore):
         with self._transaction(write=False) as cursor:
             return workers.every_worker(cursor)
 
+    # --- commands of subtasks placed on workers (store/commands.py) -----------------------
+
+    def queue_command(
+        self,
+        execution_id: str,
+        subtask_id: str,
+        worker_id: str,
+        epoch: int,
+        command: dict[str, Any],
+    ) -> int:
+        with self._transaction(write=True) as cursor:
+            return commands.queue(cursor, execution_id, subtask_id, worker_id, epoch, command)
+
+    def take_commands(self, worker_id: str) -> list[Queued]:
+        with self._transaction(write=True) as cursor:
+            return commands.take(cursor, worker_id)
+
+    def finish_command(
+        self,
+        command_id: int,
+        *,
+        results: list[tuple[str, dict[str, Any]]],
+        error: str | None,
+    ) -> None:
+        with self._transaction(write=True) as cursor:
+            commands.finish(cursor, command_id, results, error)
+
+    def command_outcome(self, command_id: int) -> Outcome | None:
+        with self._transaction(write=False) as cursor:
+            return commands.outcome(cursor, command_id)
+
+    def cancel_command(self, command_id: int) -> None:
+        with self._transaction(write=True) as cursor:
+            commands.cancel(cursor, command_id)
+
+    def wait_for_commands(self, worker_id: str, timeout_s: float) -> None:
+        """Until a command is queued for `worker_id` (a NOTIFY), or `timeout_s` passed. On
+        a connection of its own, LISTENing from the first call on: a command queued between
+        two calls is told at the next (the notice waits on the connection)."""
+        try:
+            if self._listener is None or self._listener.closed or self._listener.broken:
+                self._listener = psycopg.connect(
+                    self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                self._listener.execute(f"LISTEN {commands.CHANNEL}")
+            for notice in self._listener.notifies(timeout=timeout_s):
+                if notice.payload == worker_id:
+                    return
+        except psycopg.Error as error:
+            if self._listener is not None:
+                self._listener.close()
+            raise EnvironmentProblem(
+                f"the store at {self.location} failed: {_first_line(error)}"
+            ) from error
+
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         with self._lock:
             self._conn.close()
             track_closed(self)

@@ -29,6 +29,8 @@ class Registration:
     pid: int
     slots: int
     lease_seconds: float
+    #: The git remote whose plans it carries out (`worker --remote`); None: it takes none.
+    remote: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class WorkerRow:
     lapses: int  # how often it came back after its lease had lapsed
     alive: bool  # its lease had not expired when read
     heartbeat_age_s: float  # seconds since its last heartbeat, when read
+    remote: str | None = None  # the git remote whose plans it carries out
 
 
 class WorkerRegistry(Protocol):
@@ -70,14 +73,14 @@ class WorkerRegistry(Protocol):
 _COLUMNS = (
     "worker_id, host, address, pid, slots, lease_seconds, started_at, heartbeat_at,"
     " lease_expires_at, lapses, lease_expires_at > now(),"
-    " EXTRACT(EPOCH FROM now() - heartbeat_at)"
+    " EXTRACT(EPOCH FROM now() - heartbeat_at), remote"
 )
 _LEASE = "now() + make_interval(secs => %s)"
 
 
 def _row(found: Any) -> WorkerRow:
     worker_id, host, address, pid, slots, lease_s, started, beat, expires, lapses, alive, age = (
-        found
+        found[:12]
     )
     return WorkerRow(
         worker_id=worker_id,
@@ -92,6 +95,7 @@ def _row(found: Any) -> WorkerRow:
         lapses=lapses,
         alive=bool(alive),
         heartbeat_age_s=max(0.0, float(age)),
+        remote=found[12],
     )
 
 
@@ -107,9 +111,9 @@ def register(
     )
     cursor.execute(
         "INSERT INTO kairo_workers (worker_id, host, address, pid, slots, lease_seconds,"
-        " started_at, heartbeat_at, lease_expires_at, lapses)"
+        " started_at, heartbeat_at, lease_expires_at, lapses, remote)"
         " VALUES (%s, %s, COALESCE(%s, host(inet_client_addr()), %s), %s, %s, %s,"
-        f" now(), now(), {_LEASE}, %s) RETURNING {_COLUMNS}",
+        f" now(), now(), {_LEASE}, %s, %s) RETURNING {_COLUMNS}",
         (
             worker_id,
             registration.host,
@@ -120,6 +124,7 @@ def register(
             registration.lease_seconds,
             registration.lease_seconds,
             lapses,
+            registration.remote,
         ),
     )
     return _row(cursor.fetchone())
