@@ -10,6 +10,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from orchestrator.core.event_base import EventModel
+from orchestrator.core.merge_events import Conflict as Conflict
+from orchestrator.core.merge_events import DroppedHunk as DroppedHunk
+from orchestrator.core.merge_events import IntegrationChecked as IntegrationChecked
+from orchestrator.core.merge_events import MergesUndone as MergesUndone
+from orchestrator.core.merge_events import OverlapFound as OverlapFound
+from orchestrator.core.merge_events import OverlapKind as OverlapKind
+from orchestrator.core.merge_events import ResolutionCheck as ResolutionCheck
+from orchestrator.core.merge_events import ResolutionDeclined as ResolutionDeclined
+from orchestrator.core.merge_events import ResolutionStarted as ResolutionStarted
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.reasons import Reason
 from orchestrator.core.upcasting import upcast
@@ -22,11 +32,7 @@ SCHEMA_VERSION = 3
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 
 
-class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ExecutionCreated(_Event):
+class ExecutionCreated(EventModel):
     type: Literal["execution_created"] = "execution_created"
     plan: ResolvedPlan
     plan_path: str
@@ -40,7 +46,7 @@ class ExecutionCreated(_Event):
     run_root: str  # where runners leave their specs, logs and exit records
 
 
-class SupervisorStarted(_Event):
+class SupervisorStarted(EventModel):
     type: Literal["supervisor_started"] = "supervisor_started"
     pid: int
     host: str
@@ -48,13 +54,13 @@ class SupervisorStarted(_Event):
     at: float = 0.0  # unix time: the execution's wall clock runs from its first start
 
 
-class IntegrationBranchCreated(_Event):
+class IntegrationBranchCreated(EventModel):
     type: Literal["integration_branch_created"] = "integration_branch_created"
     branch: str
     commit: str
 
 
-class SubtaskScheduled(_Event):
+class SubtaskScheduled(EventModel):
     """The decision to start a subtask, recorded before its worktree exists."""
 
     type: Literal["subtask_scheduled"] = "subtask_scheduled"
@@ -62,7 +68,7 @@ class SubtaskScheduled(_Event):
     start_commit: str
 
 
-class WorkspaceCreated(_Event):
+class WorkspaceCreated(EventModel):
     type: Literal["workspace_created"] = "workspace_created"
     subtask_id: str
     path: str
@@ -71,7 +77,7 @@ class WorkspaceCreated(_Event):
     copied: tuple[str, ...] = ()  # by `worktree.copy_files`: never part of the agent's work
 
 
-class AttemptStarted(_Event):
+class AttemptStarted(EventModel):
     """The decision to run attempt N, recorded before anything runs: after a crash, an
     attempt with this event and no result is looked for in the world, never just rerun."""
 
@@ -83,7 +89,7 @@ class AttemptStarted(_Event):
     start_commit: str  # the last safe point: the branch head the attempt starts from
 
 
-class AttemptPaneOpened(_Event):
+class AttemptPaneOpened(EventModel):
     type: Literal["attempt_pane_opened"] = "attempt_pane_opened"
     subtask_id: str
     attempt: int
@@ -102,7 +108,7 @@ class Refusal(BaseModel):
     message: str = ""  # what the program told the model
 
 
-class AttemptExited(_Event):
+class AttemptExited(EventModel):
     type: Literal["attempt_exited"] = "attempt_exited"
     subtask_id: str
     attempt: int
@@ -124,7 +130,7 @@ class AttemptExited(_Event):
     summary: str = ""  # the agent's last message: its own account of the work
 
 
-class VerifyFinished(_Event):
+class VerifyFinished(EventModel):
     """The plan's `verify` gate ran in the worktree after an attempt."""
 
     type: Literal["verify_finished"] = "verify_finished"
@@ -134,7 +140,7 @@ class VerifyFinished(_Event):
     output_tail: str = ""
 
 
-class AttemptInterrupted(_Event):
+class AttemptInterrupted(EventModel):
     """Recovery found the attempt's process gone with no result recorded.
 
     Its changes since the safe point were saved on `recovery_ref` and its worktree reset
@@ -154,45 +160,14 @@ class AttemptInterrupted(_Event):
     cause: Literal["supervisor", "pane", "worker"] = "supervisor"
 
 
-class SubtaskRerun(_Event):
+class SubtaskRerun(EventModel):
     """`resume --rerun-interrupted`: a subtask stopped by an interruption runs again."""
 
     type: Literal["subtask_rerun"] = "subtask_rerun"
     subtask_id: str
 
 
-class DroppedHunk(BaseModel):
-    """Lines one side of a merge added to a conflicted path that its resolution lacks."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    path: str
-    side: Literal["ours", "theirs"]  # the subtask's branch, or the integration branch
-    start: int  # the lines it added, 1-based, in that side's version of the file
-    end: int
-    lines: tuple[str, ...] = ()  # the first of them, as evidence
-
-    @property
-    def label(self) -> str:
-        """How the prompt names the hunk, and the agent's explanation must."""
-        return f"{self.side} {self.path}:{self.start}-{self.end}"
-
-
-class ResolutionCheck(BaseModel):
-    """What the commit step found of an agent's resolution of a merge conflict."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    merged_in: str  # the integration head it merged
-    unfinished: tuple[str, ...] = ()  # paths left with conflict markers or unmerged
-    merge_missing: bool = False  # the merge was aborted, or never made: no second parent
-    dropped: tuple[DroppedHunk, ...] = ()
-    unexplained: tuple[str, ...] = ()  # labels of dropped hunks the agent did not explain
-    explanation: str = ""  # the agent's file naming the hunks it dropped, and why
-    diff: str = ""  # the integration head against the resolution, on the conflicted paths
-
-
-class AttemptCommitted(_Event):
+class AttemptCommitted(EventModel):
     """A safe point: the attempt's work is on its branch at `head_commit`."""
 
     type: Literal["attempt_committed"] = "attempt_committed"
@@ -211,7 +186,7 @@ class AttemptCommitted(_Event):
     resolution: ResolutionCheck | None = None  # set for an attempt at resolving a conflict
 
 
-class AttemptJudged(_Event):
+class AttemptJudged(EventModel):
     type: Literal["attempt_judged"] = "attempt_judged"
     subtask_id: str
     attempt: int
@@ -221,7 +196,7 @@ class AttemptJudged(_Event):
     final: bool = True  # False: another attempt follows (if the constraints allow)
 
 
-class SubtaskMerged(_Event):
+class SubtaskMerged(EventModel):
     type: Literal["subtask_merged"] = "subtask_merged"
     subtask_id: str
     merge_commit: str
@@ -233,16 +208,7 @@ class SubtaskMerged(_Event):
     deletions: int = 0
 
 
-class Conflict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    path: str
-    kind: str
-    with_: tuple[str, ...] = Field(default=(), alias="with")
-    message: str = ""
-
-
-class IntegrationVerified(_Event):
+class IntegrationVerified(EventModel):
     """The plan's `integration_verify` ran on the integration branch after a merge.
 
     On a failure the merge was undone: the branch was moved back to `restored_commit`
@@ -257,67 +223,17 @@ class IntegrationVerified(_Event):
     restored_commit: str | None = None  # set when the merge was undone
 
 
-class IntegrationChecked(_Event):
-    """`integration_verify` ran on the merge of the last of `subtask_ids`: the merges made
-    since the last check passed, up to that one (merge_queue.py). A pass settles them all;
-    a failure moves nothing and narrows down where the culprit is."""
-
-    type: Literal["integration_checked"] = "integration_checked"
-    subtask_ids: tuple[str, ...]  # in merge order, from the first merge not yet checked
-    merge_commit: str  # the merge of subtask_ids[-1]: the commit checked
-    exit_code: int
-    output_tail: str = ""
-
-
-class MergesUndone(_Event):
-    """The integration branch moved back, by compare-and-swap, to `restored_commit`, the
-    last commit whose check passed, before this was recorded: the merges of `subtask_ids`
-    (every merge not yet checked, in merge order) are off it. The first of them broke the
-    check (`culprit`), or a `stop --now` came first (no culprit). The others merge again."""
-
-    type: Literal["merges_undone"] = "merges_undone"
-    subtask_ids: tuple[str, ...]
-    restored_commit: str
-    culprit: str | None = None
-    # Subtasks that conflicted with the branch while these merges were on it: merged
-    # again, on the branch without them.
-    merge_again: tuple[str, ...] = ()
-
-
-class SubtaskConflicted(_Event):
+class SubtaskConflicted(EventModel):
     type: Literal["subtask_conflicted"] = "subtask_conflicted"
     subtask_id: str
     head_commit: str
     conflicts: tuple[Conflict, ...]
 
 
-class ResolutionStarted(_Event):
-    """A conflicted subtask that opted in (`resolve_conflicts`) gets an attempt at resolving
-    its conflict: recorded before anything runs, as `attempt_started` is. Its worktree
-    merges `merged_in` with the markers left, and its agent is told what collided."""
-
-    type: Literal["resolution_started"] = "resolution_started"
-    subtask_id: str
-    attempt: int
-    idempotency_key: str
-    run_dir: str
-    start_commit: str  # the branch head before the merge: a resumed one starts over here
-    merged_in: str  # the integration head it conflicted with
-    conflicts: tuple[Conflict, ...]
-
-
-class ResolutionDeclined(_Event):
-    """A conflicted subtask that opted in gets no resolution (a budget, or a stop)."""
-
-    type: Literal["resolution_declined"] = "resolution_declined"
-    subtask_id: str
-    reason: Reason
-
-
 ActionName = Literal["WARN_CONTINUE", "GRACEFUL_EXIT", "EMERGENCY_STOP"]
 
 
-class ConstraintViolated(_Event):
+class ConstraintViolated(EventModel):
     """A resource constraint answered more than ALLOW (ALLOW is not recorded)."""
 
     type: Literal["constraint_violated"] = "constraint_violated"
@@ -328,14 +244,14 @@ class ConstraintViolated(_Event):
     attempt: int | None = None
 
 
-class SubtaskSkipped(_Event):
+class SubtaskSkipped(EventModel):
     type: Literal["subtask_skipped"] = "subtask_skipped"
     subtask_id: str
     reason: Reason
     dependency: str | None = None  # the dependency that did not merge
 
 
-class SubtaskFailed(_Event):
+class SubtaskFailed(EventModel):
     """A failure outside a judged attempt (the worktree or pane could not be made)."""
 
     type: Literal["subtask_failed"] = "subtask_failed"
@@ -346,7 +262,7 @@ class SubtaskFailed(_Event):
 StopMode = Literal["graceful", "now"]
 
 
-class StopRequested(_Event):
+class StopRequested(EventModel):
     """`kairo-orch stop` (or SIGTERM) reached the supervisor: nothing new starts.
 
     graceful: running attempts finish and are judged, accepted work is merged. now: the
@@ -360,7 +276,7 @@ class StopRequested(_Event):
     at: float = 0.0
 
 
-class SubtaskStopped(_Event):
+class SubtaskStopped(EventModel):
     """A subtask that a stop kept from starting (or from another attempt)."""
 
     type: Literal["subtask_stopped"] = "subtask_stopped"
@@ -368,7 +284,7 @@ class SubtaskStopped(_Event):
     reason: Reason
 
 
-class WorkspaceReleased(_Event):
+class WorkspaceReleased(EventModel):
     type: Literal["workspace_released"] = "workspace_released"
     subtask_id: str
 
@@ -376,7 +292,7 @@ class WorkspaceReleased(_Event):
 ReviewStep = Literal["push", "pull_request"]
 
 
-class ReviewStepStarted(_Event):
+class ReviewStepStarted(EventModel):
     """Recorded before a review step runs: a pull request command is not idempotent, and
     one whose outcome a crash lost is never run again (store.md)."""
 
@@ -384,41 +300,25 @@ class ReviewStepStarted(_Event):
     step: ReviewStep
 
 
-class ReviewStepFinished(_Event):
+class ReviewStepFinished(EventModel):
     type: Literal["review_step_finished"] = "review_step_finished"
     step: ReviewStep
     exit_code: int | None  # None: not run, or its outcome is unknown (see output_tail)
     output_tail: str = ""
 
 
-class ExecutionEnded(_Event):
+class ExecutionEnded(EventModel):
     type: Literal["execution_ended"] = "execution_ended"
     status: EndStatus
 
 
-class ExecutionReopened(_Event):
+class ExecutionReopened(EventModel):
     """An ended execution goes on: `resume --rerun-interrupted` of interrupted subtasks."""
 
     type: Literal["execution_reopened"] = "execution_reopened"
 
 
-OverlapKind = Literal["both_edit", "conflicts_with_merged"]
-
-
-class OverlapFound(_Event):
-    """A warning seen while agents work (runtime/overlap_watch.py), nothing decided on it:
-    two subtasks change the same paths (`both_edit`: the two, in plan order), or a running
-    subtask's change would conflict with what is merged (`conflicts_with_merged`: that
-    one). Each path of a pair and kind is recorded once: `paths` are the new ones."""
-
-    type: Literal["overlap_found"] = "overlap_found"
-    subtasks: tuple[str, ...]
-    kind: OverlapKind
-    paths: tuple[str, ...]
-    at: float = 0.0  # unix time it was seen
-
-
-class SubtaskAssigned(_Event):
+class SubtaskAssigned(EventModel):
     """`placement: workers`: the subtask's commands go to a worker on another host, from
     now on and until a later assignment. `epoch` grows by one with every assignment of
     the execution: the owner appends a worker's results only for the current one."""
