@@ -33,6 +33,10 @@ job costs done by hand with git, tmux or sqlite3:
                    execution (synthesized in process): scripts/bench_report_html.py
     conflict_map_32  the conflict map of 32 branches, one pair in ten sharing a file
                    (scripts/bench_conflicts.py); baseline: merge-tree of every pair
+    hosts_3x4_speedup  `start --wait` of 24 subtasks whose agents sleep 10 s
+                   (`max_parallel` 12, `placement: workers`) on workers of 4 slots on three
+                   hosts of the lab of tests/hosts (network namespaces; root and initdb);
+                   baseline: the same on one worker of 4 slots: scripts/bench_hosts.py
 
 Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
 median. A baseline runs in the same process, alternating with its measurement (kairo
@@ -113,6 +117,9 @@ class Sizes:
     queue: int = 32  # subtasks of merge_queue_32
     check_s: float = 2.0  # how long its integration check sleeps
     report_subtasks: int = 1024
+    hosts_subtasks: int = 24  # of hosts_3x4_speedup
+    hosts_sleep_s: float = 10.0  # how long each of its agents sleeps
+    hosts_slots: int = 4  # each worker's
     runs: int = 5
     warmup: int = 1
 
@@ -130,6 +137,9 @@ TINY = Sizes(
     queue=4,
     check_s=0.1,
     report_subtasks=16,
+    hosts_subtasks=6,
+    hosts_sleep_s=0.2,
+    hosts_slots=2,
     runs=1,
     warmup=0,
 )
@@ -160,6 +170,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "merge_queue_32_clean": ("checks", Target("<= 2 checks' worth", max_value=2.0)),
     "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
     "conflict_map_32": ("s", Target("<= 1.5 s", max_value=1.5)),
+    "hosts_3x4_speedup": ("s", Target("ratio <= 0.4 (2.5x faster)", max_ratio=0.4)),
 }
 
 
@@ -1090,6 +1101,34 @@ def bench_report_html(lab: Lab, sizes: Sizes) -> Figure:
     )
 
 
+def hosts_missing() -> str | None:
+    from tests.hosts.lab import missing
+
+    return missing()
+
+
+def bench_hosts(lab: Lab, sizes: Sizes) -> Figure:
+    """One execution on three workers and one on one (the figure is made of the agents'
+    sleeps and does not vary much from run to run; a run of the full size takes minutes)."""
+    from bench_hosts import measure
+
+    measured = measure(
+        lab.fresh_dir("hosts"),
+        subtasks=sizes.hosts_subtasks,
+        sleep_s=sizes.hosts_sleep_s,
+        slots=sizes.hosts_slots,
+    )
+    spread, alone = measured.spread.wall_s, measured.alone.wall_s
+    note(f"hosts_3x4_speedup: {spread:.4g} s on three workers, {alone:.4g} s on one")
+    return Figure(
+        "hosts_3x4_speedup",
+        spread,
+        alone,
+        (spread,),
+        details={"hosts_used": len(measured.spread.hosts), "same_tree": 1.0},
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # The table, bench.json, the command line
 
@@ -1164,6 +1203,7 @@ def main(argv: list[str] | None = None) -> int:
         "conflict_map_32": lambda: repeat(
             "conflict_map_32", sizes, conflict_map_pair(lab, sizes.repo_files, sizes.branches)
         ),
+        "hosts_3x4_speedup": lambda: bench_hosts(lab, sizes),
     }
     try:
         for name, measurement in measurements.items():
@@ -1171,6 +1211,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if name == "report_html_1024" and browser_missing() is not None:
                 note(f"report_html_1024: skipped, {browser_missing()}")
+                continue
+            if name == "hosts_3x4_speedup" and hosts_missing() is not None:
+                note(f"hosts_3x4_speedup: skipped, the lab of hosts: {hosts_missing()}")
                 continue
             if name == "status_ms" and not kept:
                 failed.append(name)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import missing
+from tests.hosts.lab import missing as hosts_missing
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {
@@ -29,11 +30,13 @@ NAMES = {
     "merge_queue_32",
     "merge_queue_32_clean",
 } | ({"report_html_1024"} if missing() is None else set())  # it needs chromium
+NAMES |= {"hosts_3x4_speedup"} if hosts_missing() is None else set()  # root, initdb
 WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "merge_queue_32_clean", "report_html_1024"}
 DETAILS = {
     "report_html_1024": {"page_kb", "render_in_process_s"},
     "merge_queue_32": {"checks", "checks_one_by_one", "same_tree"},
     "merge_queue_32_clean": {"checks", "check_s"},
+    "hosts_3x4_speedup": {"hosts_used", "same_tree"},
 }
 
 

@@ -30,7 +30,9 @@ class HubPostgres:
     def __init__(self, hub: Host, cidr: str) -> None:
         self.hub = hub
         self.cidr = cidr
-        self.directory = Path(tempfile.mkdtemp(prefix="kairo-test-hosts-postgres-"))
+        # In /tmp whatever TMPDIR says: the `postgres` user must reach it (not so under a
+        # root-only TMPDIR, pytest's tmp_path), and its socket's path must stay short.
+        self.directory = Path(tempfile.mkdtemp(prefix="kairo-test-hosts-postgres-", dir="/tmp"))
         self.data = self.directory / "data"
         self.log = self.directory / "server.log"
         self._databases = 0

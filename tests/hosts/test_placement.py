@@ -1,5 +1,5 @@
-"""One plan run by workers on two hosts (`placement: workers`): the owner on `client`
-assigns subtasks to the workers of `host-a` and `host-b`, which run them in clones of the
+"""One plan run by workers on two or three hosts (`placement: workers`): the owner on
+`client` assigns subtasks to the workers of `host-a`, `host-b` (and `host-c`), which run them in clones of the
 hub's git remote and hand their events back through the hub's PostgreSQL; the owner
 merges. The result is the tree a one-machine run of the same plan makes."""
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import secrets
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,29 +16,28 @@ from typing import Any
 
 import pytest
 
-from tests.hosts.conftest import WORKER_HOSTS, Lab
+from tests.hosts.conftest import THIRD_HOST, WORKER_HOSTS, Lab
 from tests.hosts.network import Host
+from tests.hosts.placed import clone, host_env, kairo, new_remote, start_worker, tree
 
 pytestmark = pytest.mark.slow
 
-KAIRO = [sys.executable, "-m", "orchestrator.cli.main"]
-GIT = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.invalid"]
 SUBTASKS = 10
 
 
-def plan_text(name: str, *, placed: bool) -> str:
-    """Ten subtasks of shell agents, each writing files of its own; the last two build
-    on the ones before them (they start from an integration head the owner pushed)."""
+def plan_text(name: str, *, placed: bool, subtasks: int = SUBTASKS, max_parallel: int = 6) -> str:
+    """`subtasks` subtasks of shell agents, each writing files of its own; the last two
+    build on the ones before them (they start from an integration head the owner pushed)."""
     lines = [
         "version: 1",
         f"name: {name}",
-        "max_parallel: 6",
+        f"max_parallel: {max_parallel}",
         'agent: {kind: shell, run: \'echo "$KAIRO_SUBTASK_ID" > "$KAIRO_SUBTASK_ID.txt"; sleep 1\'}',
     ]
     if placed:
         lines += ["placement: workers", "review: {push: origin}"]
     lines.append("subtasks:")
-    for i in range(1, SUBTASKS - 1):
+    for i in range(1, subtasks - 1):
         lines.append(f"  - id: s{i}")
     lines.append("  - id: sum")
     lines.append("    depends_on: [s1, s2, s3]")
@@ -51,125 +48,93 @@ def plan_text(name: str, *, placed: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _env(host: Host, **extra: str) -> dict[str, str]:
-    tmux = host.home / "tmux"
-    tmux.mkdir(exist_ok=True)
-    return host.env(TMUX_TMPDIR=str(tmux), **extra)
-
-
-def _kairo(host: Host, repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return host.run([*KAIRO, *args], cwd=repo, env=_env(host, **env), timeout=300)
-
-
-def _new_remote(lab: Lab) -> str:
-    """A bare repository of its own on the hub, seeded with a small project."""
-    name = f"project-{secrets.token_hex(3)}.git"
-    seed = lab.hub.home / f"seed-{name}"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True, timeout=30)
-    (seed / "README").write_text("a project\n")
-    subprocess.run([*GIT, "-C", str(seed), "add", "README"], check=True, timeout=30)
-    subprocess.run([*GIT, "-C", str(seed), "commit", "-qm", "seed"], check=True, timeout=30)
-    bare = lab.remote.base / name
-    subprocess.run(["git", "clone", "-q", "--bare", str(seed), str(bare)], check=True, timeout=30)
-    subprocess.run(["git", "-C", str(bare), "config", "daemon.receivepack", "true"], check=True)
-    return lab.remote.url(name)
-
-
-def _clone(host: Host, url: str, name: str) -> Path:
-    target = host.home / name
-    done = host.run(["git", "clone", "-q", url, str(target)])
-    assert done.returncode == 0, done.stderr
-    for key, value in (("user.name", "Owner"), ("user.email", "owner@example.invalid")):
-        subprocess.run(["git", "-C", str(target), "config", key, value], check=True)
-    return target
-
-
 @pytest.fixture
 def remote(lab: Lab) -> str:
-    return _new_remote(lab)
+    return new_remote(lab)
 
 
 @pytest.fixture
-def placed_workers(lab: Lab, lab_store: str, remote: str) -> Iterator[dict[str, Any]]:
-    """A worker of `remote` on each worker host; stopped, and its tmux server killed,
-    after the test."""
+def worker_hosts() -> tuple[str, ...]:
+    """The hosts `placed_workers` starts a worker on (a test may parametrize it)."""
+    return WORKER_HOSTS
+
+
+@pytest.fixture
+def placed_workers(
+    lab: Lab, lab_store: str, remote: str, worker_hosts: tuple[str, ...]
+) -> Iterator[dict[str, Any]]:
+    """A worker of `remote` on each of `worker_hosts`; stopped, and its tmux server
+    killed, after the test."""
     with ExitStack() as undo:
         started = {}
-        for name in WORKER_HOSTS:
+        for name in worker_hosts:
             host = lab.host(name)
-            env = _env(host, KAIRO_STORE=lab_store)
-            argv = [*KAIRO, "worker", "--slots", "3", "--lease", "5", "--remote", remote]
-            argv += ["--data-dir", str(host.home / "worker")]
-            log = (host.home / "worker.log").open("w")
-            process = host.popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            log = undo.enter_context((host.home / "worker.log").open("w"))
+            process, end = start_worker(host, lab_store, remote, slots=3, lease_s=5, log=log)
             started[name] = process
-
-            def end(process: subprocess.Popen[str] = process, host: Host = host) -> None:
-                host.reconnect()
-                process.send_signal(signal.SIGCONT)
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-                host.run(["tmux", "-L", f"kairo-worker-{host.name}", "kill-server"])
-
             undo.callback(end)
-            undo.callback(log.close)
         yield started
 
 
-def _tree(host: Host, repo: Path, commit: str) -> str:
-    done = host.run(["git", "-C", str(repo), "rev-parse", f"{commit}^{{tree}}"])
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def _worker_logs(lab: Lab) -> str:
+def _worker_logs(lab: Lab, hosts: tuple[str, ...] = WORKER_HOSTS) -> str:
     return "\n".join(
         f"--- {name}:\n" + (lab.host(name).home / "worker.log").read_text(errors="replace")[-3000:]
-        for name in WORKER_HOSTS
+        for name in hosts
     )
 
 
-def test_a_plan_placed_on_two_workers_merges_the_tree_of_a_one_machine_run(
-    lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any]
+@pytest.mark.parametrize(
+    ("worker_hosts", "subtasks", "max_parallel"),
+    [
+        pytest.param(WORKER_HOSTS, SUBTASKS, 6, id="two-hosts"),
+        # The issue's: three hosts of three slots, 24 subtasks.
+        pytest.param((*WORKER_HOSTS, THIRD_HOST), 24, 9, id="three-hosts-24-subtasks"),
+    ],
+)
+def test_a_plan_placed_on_workers_merges_the_tree_of_a_one_machine_run(
+    lab: Lab,
+    lab_store: str,
+    remote: str,
+    worker_hosts: tuple[str, ...],
+    subtasks: int,
+    max_parallel: int,
+    placed_workers: dict[str, Any],
 ) -> None:
     client = lab.host("client")
-    owner = _clone(client, remote, "owner")
-    (owner / "plan.yaml").write_text(plan_text("spread", placed=True))
+    owner = clone(client, remote, f"owner-{secrets.token_hex(2)}")
+    sizes = {"subtasks": subtasks, "max_parallel": max_parallel}
+    (owner / "plan.yaml").write_text(plan_text("spread", placed=True, **sizes))
     socket = f"kairo-owner-{secrets.token_hex(3)}"
     try:
-        done = _kairo(
+        done = kairo(
             client, owner, "start", "plan.yaml", "--wait",
             KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket,
         )  # fmt: skip
-        status = _kairo(client, owner, "status", "--json", KAIRO_STORE=lab_store)
+        status = kairo(client, owner, "status", "--json", KAIRO_STORE=lab_store)
     finally:
-        client.run(["tmux", "-L", socket, "kill-server"], env=_env(client))
+        client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
     document = json.loads(status.stdout)
     reasons = {s["id"]: s["reason"] for s in document["subtasks"] if s["reason"]}
-    assert done.returncode == 0, f"{done.stderr}{reasons}\n{_worker_logs(lab)}"
-    subtasks = document["subtasks"]
-    assert {s["id"]: s["state"] for s in subtasks} == {s["id"]: "merged" for s in subtasks}
-    hosts = {s["id"]: s["host"] for s in subtasks}
-    assert set(hosts.values()) == set(WORKER_HOSTS), hosts  # each ran some, nothing ran here
+    assert done.returncode == 0, f"{done.stderr}{reasons}\n{_worker_logs(lab, worker_hosts)}"
+    states = {s["id"]: s["state"] for s in document["subtasks"]}
+    assert len(states) == subtasks and set(states.values()) == {"merged"}, states
+    hosts = {s["id"]: s["host"] for s in document["subtasks"]}
+    assert set(hosts.values()) == set(worker_hosts), hosts  # each ran some, nothing ran here
 
     # The same plan on one machine, in a scratch clone with its own SQLite store.
-    alone = _clone(client, remote, "alone")
-    (alone / "plan.yaml").write_text(plan_text("spread", placed=False))
+    alone = clone(client, remote, f"alone-{secrets.token_hex(2)}")
+    (alone / "plan.yaml").write_text(plan_text("spread", placed=False, **sizes))
     socket = f"kairo-alone-{secrets.token_hex(3)}"
     try:
-        local = _kairo(client, alone, "start", "plan.yaml", "--wait", KAIRO_TMUX_SOCKET=socket)
-        local_status = _kairo(client, alone, "status", "--json")
+        local = kairo(client, alone, "start", "plan.yaml", "--wait", KAIRO_TMUX_SOCKET=socket)
+        local_status = kairo(client, alone, "status", "--json")
     finally:
-        client.run(["tmux", "-L", socket, "kill-server"], env=_env(client))
+        client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
     assert local.returncode == 0, local.stderr
     local_document = json.loads(local_status.stdout)
     assert all("host" not in s for s in local_document["subtasks"])  # as it always was
-    placed_tree = _tree(client, owner, document["integration_head"])
-    assert placed_tree == _tree(client, alone, local_document["integration_head"])
+    placed_tree = tree(client, owner, document["integration_head"])
+    assert placed_tree == tree(client, alone, local_document["integration_head"])
 
     # The integration branch the owner pushed is the one it merged.
     pushed = client.run(["git", "ls-remote", remote, document["integration_branch"]])
@@ -178,22 +143,22 @@ def test_a_plan_placed_on_two_workers_merges_the_tree_of_a_one_machine_run(
 
 def test_a_placed_plan_without_a_shared_store_or_remote_is_refused(lab: Lab, remote: str) -> None:
     client = lab.host("client")
-    owner = _clone(client, remote, f"refused-{secrets.token_hex(2)}")
+    owner = clone(client, remote, f"refused-{secrets.token_hex(2)}")
     (owner / "plan.yaml").write_text(plan_text("alone", placed=True))
-    refused = _kairo(client, owner, "start", "plan.yaml")  # the SQLite store of one machine
+    refused = kairo(client, owner, "start", "plan.yaml")  # the SQLite store of one machine
     assert refused.returncode == 2
     assert "placement: workers needs the PostgreSQL store" in refused.stderr
     assert not (owner / ".git" / "kairo").exists()  # nothing created
 
 
 def _status(client: Host, repo: Path, store: str) -> dict[str, Any]:
-    done = _kairo(client, repo, "status", "--json", KAIRO_STORE=store)
+    done = kairo(client, repo, "status", "--json", KAIRO_STORE=store)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
 
 def _events(client: Host, repo: Path, store: str, execution_id: str) -> list[str]:
-    done = _kairo(client, repo, "events", execution_id, "--json", KAIRO_STORE=store)
+    done = kairo(client, repo, "events", execution_id, "--json", KAIRO_STORE=store)
     assert done.returncode == 0, done.stderr
     return [line for line in done.stdout.splitlines() if line.strip()]
 
@@ -202,7 +167,7 @@ def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_noth
     lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any]
 ) -> None:
     client, a = lab.host("client"), lab.host("host-a")
-    owner = _clone(client, remote, "owner-cut")
+    owner = clone(client, remote, "owner-cut")
     subtasks = [f"t{i}" for i in range(1, 7)]
     (owner / "plan.yaml").write_text(
         "version: 1\nname: cut\nmax_parallel: 6\nplacement: workers\nreview: {push: origin}\n"
@@ -212,7 +177,7 @@ def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_noth
     )
     socket = f"kairo-cut-{secrets.token_hex(3)}"
     try:
-        started = _kairo(
+        started = kairo(
             client, owner, "start", "plan.yaml", KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket
         )
         assert started.returncode == 0, started.stderr
@@ -242,7 +207,7 @@ def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_noth
         time.sleep(8)
         assert _events(client, owner, lab_store, document["execution_id"]) == ended
     finally:
-        client.run(["tmux", "-L", socket, "kill-server"], env=_env(client))
+        client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
     assert document["status"] == "COMPLETED", f"{document}\n{_worker_logs(lab)}"
     hosts = {s["id"]: s["host"] for s in document["subtasks"]}
     for sid in on_a:  # interrupted there, and run again on host-b
