@@ -1107,13 +1107,12 @@ def hosts_missing() -> str | None:
     return missing()
 
 
-def bench_hosts(lab: Lab, sizes: Sizes) -> Figure:
+def bench_hosts(sizes: Sizes) -> Figure:
     """One execution on three workers and one on one (the figure is made of the agents'
     sleeps and does not vary much from run to run; a run of the full size takes minutes)."""
     from bench_hosts import measure
 
     measured = measure(
-        lab.fresh_dir("hosts"),
         subtasks=sizes.hosts_subtasks,
         sleep_s=sizes.hosts_sleep_s,
         slots=sizes.hosts_slots,
@@ -1203,7 +1202,7 @@ def main(argv: list[str] | None = None) -> int:
         "conflict_map_32": lambda: repeat(
             "conflict_map_32", sizes, conflict_map_pair(lab, sizes.repo_files, sizes.branches)
         ),
-        "hosts_3x4_speedup": lambda: bench_hosts(lab, sizes),
+        "hosts_3x4_speedup": lambda: bench_hosts(sizes),
     }
     try:
         for name, measurement in measurements.items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -112,9 +113,12 @@ def placed_run(lab: Lab, workers: tuple[str, ...], slots: int, plan: str, tag: s
         )
 
 
-def measure(root: Path, *, subtasks: int, sleep_s: float, slots: int) -> Speedup:
-    """The plan on three workers, then on one, in one lab made under `root`."""
+def measure(*, subtasks: int, sleep_s: float, slots: int) -> Speedup:
+    """The plan on three workers, then on one, in one lab. Its hosts' homes are in /tmp,
+    removed with the lab: each host's tmux socket is in its home, and a unix socket's
+    path may not exceed 107 bytes (a TMPDIR such as pytest's is too deep)."""
     plan = plan_text(subtasks, sleep_s, max_parallel=slots * len(WORKER_HOSTS))
+    root = Path(tempfile.mkdtemp(prefix="kairo-bench-hosts-", dir="/tmp"))
     with running_lab(root, (*WORKER_HOSTS, OWNER_HOST)) as lab:
         spread = placed_run(lab, WORKER_HOSTS, slots, plan, "spread")
         alone = placed_run(lab, WORKER_HOSTS[:1], slots, plan, "alone")
