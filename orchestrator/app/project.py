@@ -42,11 +42,16 @@ class Project:
             raise NoExecutionYet
         return rows[0].execution_id
 
-    def resolve_own(self, id_or_prefix: str | None) -> str:
+    def resolve_own(self, id_or_prefix: str | None, *, placed_anywhere: bool = False) -> str:
         """As `resolve`, for a command that acts on the execution's worktrees, tmux or
-        supervisor: those are where it was started, so it must be this repository's."""
+        supervisor: those are where it was started, so it must be this repository's.
+        `placed_anywhere` (resume): a `placement: workers` execution may be another's,
+        since its worktrees and panes are on its workers, and the store and the remote
+        hold all its owner needs."""
         execution_id = self.resolve(id_or_prefix)
         owner = self.row(execution_id).repository
+        if placed_anywhere and self.state(execution_id).plan.placement == "workers":
+            return execution_id
         if self.shared and owner is not None and owner != self.paths.key:
             host, _, git_dir = owner.partition(":")
             raise UsageError(
@@ -55,7 +60,9 @@ class Project:
             )
         return execution_id
 
-    def resolve_unended(self, id_or_prefix: str | None, *, paused: bool = False) -> str:
+    def resolve_unended(
+        self, id_or_prefix: str | None, *, paused: bool = False, placed_anywhere: bool = False
+    ) -> str:
         """As `resolve_own`; left out, this repository's newest execution that has not
         ended (and, `paused`, has no live supervisor), else its newest: what `stop` and
         `resume` act on, since an older execution may be going on, or paused with its
@@ -64,7 +71,7 @@ class Project:
             for row in self.unended():
                 if not (paused and owner_alive(row)):
                     return row.execution_id
-        return self.resolve_own(id_or_prefix)
+        return self.resolve_own(id_or_prefix, placed_anywhere=placed_anywhere)
 
     def executions(self) -> list[ExecutionRow]:
         """This repository's executions, newest first."""

@@ -35,7 +35,8 @@ def _resume(
     rerun_interrupted: bool,
     notify: Notify,
 ) -> Launched | AlreadyEnded:
-    execution_id = project.resolve_unended(execution, paused=True)
+    # A placed execution may be taken over from another host's clone of its remote.
+    execution_id = project.resolve_unended(execution, paused=True, placed_anywhere=True)
     project.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
     state = project.state(execution_id)
     rerunnable = rerun_interrupted and any(

@@ -159,6 +159,8 @@ async def run_supervisor(
             nursery.start_soon(_open_session, tmux, created, execution_id, paths, store_url)
             identity = await Identity.for_repo(paths.toplevel)
         placement = _placement(store, state, paths)
+        if resume and placement is not None:
+            await placement.take_over(state)
         edges = Edges(
             repo_root=paths.toplevel,
             workspaces=LocalWorktreeProvider(paths),

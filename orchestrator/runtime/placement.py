@@ -35,7 +35,7 @@ from orchestrator.core.placement import (
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem, StepFailed
 from orchestrator.git.refs import branch_ref
-from orchestrator.git.remote import fetch_branch, push_leased
+from orchestrator.git.remote import fetch_branch, fetch_commit, push_leased
 from orchestrator.git.repo import git
 from orchestrator.runtime.journal import Journal
 from orchestrator.store.commands import Outcome
@@ -114,6 +114,26 @@ class Placement:
         if events and journal.state.seq == before:
             log.warning("stale_results_dropped", epoch=epoch)
         return []  # appended here, fenced
+
+    async def take_over(self, state: ExecutionState) -> None:
+        """Before a resumed owner goes on (on this host or another): the integration
+        branch at the head the log records where this repository has none, and every
+        committed, unmerged subtask's commit, fetched from the remote where it lacks
+        them. A head the log records that the remote does not have (an owner that died
+        between recording a merge and pushing it) fails here (StepFailed)."""
+        branch, head = state.created.integration_branch, state.integration_head
+        here = await git(
+            "rev-parse", "-q", "--verify", branch_ref(branch), cwd=self._repo, check=False
+        )
+        if head is not None and here.returncode != 0:
+            # Taken over: made here at the logged head. One already here is this host's
+            # own, which recovery squares with the log as after any crash.
+            await fetch_commit(self._repo, self.remote_url, branch, head)
+            await git("update-ref", branch_ref(branch), head, cwd=self._repo)
+        for view in state.subtasks.values():
+            if view.id in state.assignments and view.head_commit and view.state != "merged":
+                branch = subtask_branch(state.plan.name, state.execution_id, view.id)
+                await fetch_commit(self._repo, self.remote_url, branch, view.head_commit)
 
     async def _fetch(self, journal: Journal, sid: str, head: str) -> None:
         """The subtask's branch as its worker pushed it, which must be at the commit its

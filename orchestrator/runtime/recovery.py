@@ -51,7 +51,9 @@ async def reconcile(
         events.append(ev.ExecutionReopened())
     events += reruns
     for view in state.subtasks.values():
-        if view.state in ACTIVE:
+        # A placed subtask's attempt is on its worker's host, which the re-issued
+        # commands ask (AwaitAttempt): nothing of it is here to look at.
+        if view.state in ACTIVE and view.id not in state.assignments:
             events += await _reconcile_attempt(edges, state, view, rerun_interrupted)
     return events
 

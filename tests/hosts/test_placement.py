@@ -9,7 +9,6 @@ import json
 import os
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -226,30 +225,6 @@ def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_noth
     assert pushed.stdout.split()[:1] == [document["integration_head"]]  # not moved by host-a
 
 
-# Run on another host in place of the `resume` that will take a placed execution over:
-# claims it as a new owner would, once the old owner's lease has lapsed.
-CLAIM = """
-import sys, time
-from pathlib import Path
-from orchestrator.errors import OwnershipError
-from orchestrator.runtime.ownership import claim, owner_token
-from orchestrator.store import open_store
-
-url, execution_id = sys.argv[1:3]
-refused, deadline = 0, time.monotonic() + 90
-with open_store(url, git_common_dir=Path(".git")) as store:
-    while True:
-        try:
-            row = claim(store, execution_id, owner=owner_token(), status="RECOVERING")
-            break
-        except OwnershipError:
-            refused += 1
-            assert time.monotonic() < deadline, "the old owner's lease never lapsed"
-            time.sleep(0.5)
-print(refused, row.version)
-"""
-
-
 def _gone(pid: int) -> bool:
     try:
         return not Path(f"/proc/{pid}/cmdline").read_bytes()  # empty: a zombie
@@ -257,61 +232,89 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_an_owner_cut_off_and_back_after_another_host_claimed_its_execution_lands_nothing(
+def test_an_owner_cut_off_is_taken_over_by_a_resume_on_another_host_which_finishes_the_plan(
     lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any]
 ) -> None:
     client, c = lab.host("client"), lab.host(THIRD_HOST)
-    owner = clone(client, remote, "owner-fenced")
-    (owner / "plan.yaml").write_text(
-        "version: 1\nname: fenced\nmax_parallel: 4\nplacement: workers\nreview: {push: origin}\n"
+    plan = (
+        "version: 1\nname: taken\nmax_parallel: 4\nplacement: workers\nreview: {push: origin}\n"
         "agent: {kind: shell, idempotent: true,"
         ' run: \'sleep 4; echo "$KAIRO_SUBTASK_ID" > "$KAIRO_SUBTASK_ID.txt"\'}\n'
-        "subtasks:\n" + "".join(f"  - id: f{i}\n" for i in range(1, 5))
+        "subtasks:\n" + "".join(f"  - id: t{i}\n" for i in range(1, 7))
     )
-    elsewhere = clone(c, remote, "elsewhere")  # where the store is asked once client is cut
-    socket = f"kairo-fenced-{secrets.token_hex(3)}"
+    owner = clone(client, remote, "owner-taken")
+    (owner / "plan.yaml").write_text(plan)
+    taker = clone(c, remote, "taker")  # a clone of the remote, and the store: nothing else
+    socket = f"kairo-taken-{secrets.token_hex(3)}"  # the execution's, on either host
     supervisor = None
     try:
         started = kairo(
-            client, owner, "start", "plan.yaml", KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket
-        )
+            client, owner, "start", "plan.yaml",
+            KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket,
+        )  # fmt: skip
         assert started.returncode == 0, started.stderr
         deadline = time.monotonic() + 60
-        while True:  # until the workers run agents
+        while True:  # until something merged and the workers run agents
             document = _status(client, owner, lab_store)
-            if any(s["state"] == "running" and s["host"] for s in document["subtasks"]):
+            states = [s["state"] for s in document["subtasks"]]
+            if "merged" in states and "running" in states:
                 break
             assert time.monotonic() < deadline, f"{document}\n{_worker_logs(lab)}"
             time.sleep(0.3)
         supervisor, execution_id = document["supervisor_pid"], document["execution_id"]
-        pushed = c.run(["git", "ls-remote", remote, document["integration_branch"]]).stdout
-
-        # The owner's host cut off: its cable pulled, its supervisor stopped.
         client.cut()
         os.kill(supervisor, signal.SIGSTOP)
-        claimed = c.run(
-            [sys.executable, "-c", CLAIM, lab_store, execution_id], cwd=elsewhere, timeout=120
-        )
-        assert claimed.returncode == 0, claimed.stderr
-        refused, version = (int(word) for word in claimed.stdout.split())
-        assert refused > 0  # not while the lease held
-        before = _events(c, elsewhere, lab_store, execution_id)
 
-        # Back: the cable first, then the supervisor, which finds itself taken over.
+        # `resume` there is refused while the old owner's lease holds, then takes over.
+        refused = 0
+        while True:
+            taken = kairo(
+                c, taker, "resume", execution_id, "--wait",
+                KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket,
+            )  # fmt: skip
+            if taken.returncode != 4:
+                break
+            refused += 1
+            assert "supervised by client:" in taken.stderr, taken.stderr
+            time.sleep(1)
+        assert refused > 0
+        document = _status(c, taker, lab_store, execution_id)
+        assert taken.returncode == 0, f"{taken.stderr}{document}\n{_worker_logs(lab)}"
+        assert {s["state"] for s in document["subtasks"]} == {"merged"}, document
+        # Its workers lived on: what ran there was awaited anew, not run again.
+        assert {s["attempts"] for s in document["subtasks"]} == {1}, document
+        ended = _events(c, taker, lab_store, execution_id)
+
+        # The old owner back: nothing of it lands.
         client.reconnect()
         os.kill(supervisor, signal.SIGCONT)
         deadline = time.monotonic() + 30
         while not _gone(supervisor):
             assert time.monotonic() < deadline, "the old owner went on after being taken over"
             time.sleep(0.3)
-        assert _events(c, elsewhere, lab_store, execution_id) == before
-        now = _status(c, elsewhere, lab_store, execution_id)
-        assert now["version"] == version  # nothing written since the claim
-        after = c.run(["git", "ls-remote", remote, document["integration_branch"]]).stdout
-        assert after == pushed  # its integration branch where the old owner left it
+        assert _events(c, taker, lab_store, execution_id) == ended
+        pushed = c.run(["git", "ls-remote", remote, document["integration_branch"]])
+        assert pushed.stdout.split()[:1] == [document["integration_head"]]
     finally:
         client.reconnect()
         if supervisor is not None and not _gone(supervisor):
             os.kill(supervisor, signal.SIGCONT)
             os.kill(supervisor, signal.SIGKILL)
-        client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
+        for host in (client, c):
+            host.run(["tmux", "-L", socket, "kill-server"], env=host_env(host))
+
+    # The same plan on one machine merges the same tree.
+    alone = clone(c, remote, "taken-alone")
+    (alone / "plan.yaml").write_text(
+        plan.replace("placement: workers\nreview: {push: origin}\n", "")
+    )
+    socket = f"kairo-alone-{secrets.token_hex(3)}"
+    try:
+        local = kairo(c, alone, "start", "plan.yaml", "--wait", KAIRO_TMUX_SOCKET=socket)
+        local_document = json.loads(kairo(c, alone, "status", "--json").stdout)
+    finally:
+        c.run(["tmux", "-L", socket, "kill-server"], env=host_env(c))
+    assert local.returncode == 0, local.stderr
+    assert tree(c, taker, document["integration_head"]) == tree(
+        c, alone, local_document["integration_head"]
+    )
