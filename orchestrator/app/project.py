@@ -50,9 +50,9 @@ class Project:
         hold all its owner needs."""
         execution_id = self.resolve(id_or_prefix)
         owner = self.row(execution_id).repository
-        if placed_anywhere and self.state(execution_id).plan.placement == "workers":
-            return execution_id
         if self.shared and owner is not None and owner != self.paths.key:
+            if placed_anywhere and self.state(execution_id).plan.placement == "workers":
+                return execution_id
             host, _, git_dir = owner.partition(":")
             raise UsageError(
                 f"execution {execution_id} belongs to the repository at {git_dir} on {host};"

@@ -1,7 +1,9 @@
 """One plan run by workers on two or three hosts (`placement: workers`): the owner on
-`client` assigns subtasks to the workers of `host-a`, `host-b` (and `host-c`), which run them in clones of the
-hub's git remote and hand their events back through the hub's PostgreSQL; the owner
-merges. The result is the tree a one-machine run of the same plan makes."""
+`client` assigns subtasks to the workers of `host-a`, `host-b` (and `host-c`), which run
+them in clones of the hub's git remote and hand their events back through the hub's
+PostgreSQL; the owner merges. The result is the tree a one-machine run of the same plan
+makes, whether a worker or the owner itself is lost on the way (the owner's execution is
+then taken over by a `resume` on `host-c`)."""
 
 from __future__ import annotations
 
