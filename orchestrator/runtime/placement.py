@@ -39,6 +39,7 @@ from orchestrator.git.remote import fetch_branch, fetch_commit, push_leased
 from orchestrator.git.repo import git
 from orchestrator.runtime.journal import Journal
 from orchestrator.store.commands import Outcome
+from orchestrator.store.stop_requests import StopRequest
 from orchestrator.store.workers import WorkerRow
 
 log = structlog.get_logger(__name__)
@@ -47,6 +48,7 @@ log = structlog.get_logger(__name__)
 POLL_S = 0.2
 WAIT_FOR_WORKER_S = 1.0
 LOOK_FOR_LOSSES_S = 1.0
+LOOK_FOR_STOPS_S = 0.5
 #: The commands after which the integration branch may have moved: pushed to the remote.
 _MOVES_INTEGRATION = (cmd.CreateIntegrationBranch, cmd.MergeSubtask, cmd.UndoMerges)
 
@@ -68,6 +70,8 @@ class PlacementStore(Protocol):
     def command_outcome(self, command_id: int) -> Outcome | None: ...
 
     def cancel_command(self, command_id: int) -> None: ...
+
+    def take_stop_requests(self, execution_id: str, owner: str) -> list[StopRequest]: ...
 
 
 class Placement:
@@ -173,6 +177,28 @@ class Placement:
                 for sid in set(losses.waiting) - self._told_waiting:
                     log.warning("waiting_for_lost_worker", subtask_id=sid)
                 self._told_waiting = set(losses.waiting)
+
+    async def watch_stop_requests(self, journal: Journal) -> None:
+        """Until cancelled: each stop asked of this owner from another host (`kairo-orch
+        stop` there, which cannot signal it) is recorded as a signal's would be."""
+        while True:
+            await trio.sleep(LOOK_FOR_STOPS_S)
+            try:
+                requests = await trio.to_thread.run_sync(
+                    self._store.take_stop_requests, journal.execution_id, journal.owner
+                )
+            except EnvironmentProblem as problem:  # waited out: the next look
+                log.warning("stop_requests_unread", error=problem.message)
+                continue
+            for request in requests:
+                already = journal.state.stop
+                if journal.state.ended is not None or already == "now" or already == request.mode:
+                    continue  # asked already: a 2nd graceful request is not made a `--now`
+                now = " --now" if request.mode == "now" else ""
+                source = f"kairo-orch stop{now} on {request.host}"
+                await journal.append(
+                    [ev.StopRequested(mode=request.mode, source=source, at=time.time())]
+                )
 
     async def _reassign(self, journal: Journal, sid: str) -> None:
         try:

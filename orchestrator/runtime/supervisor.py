@@ -122,6 +122,7 @@ async def _loop(
             nursery.start_soon(watch_overlaps, journal, edges.looks, every)
         if placement is not None:
             nursery.start_soon(placement.watch_workers, journal)
+            nursery.start_soon(placement.watch_stop_requests, journal)
         while True:
             if journal.state.stop == "now":
                 edges.stop_now.set()

@@ -203,6 +203,32 @@ MIGRATIONS: tuple[Migration, ...] = (
             )
         },
     ),
+    Migration(
+        5,
+        "stops of placed executions asked from another host",
+        {
+            # `kairo-orch stop` on another host than the owner's leaves a request
+            # addressed to that owner, which takes it up (store/stop_requests.py).
+            # SQLite's stays empty.
+            dialect: (
+                f"""CREATE TABLE kairo_stop_requests (
+                    request_id   {key},
+                    execution_id TEXT NOT NULL,
+                    owner        TEXT NOT NULL,
+                    mode         TEXT NOT NULL CHECK (mode IN ('graceful', 'now')),
+                    host         TEXT NOT NULL,
+                    requested_at {time} NOT NULL,
+                    taken_at     {time}
+                )""",
+                "CREATE INDEX kairo_stop_requests_by_owner"
+                " ON kairo_stop_requests (execution_id, owner, taken_at)",
+            )
+            for dialect, key, time in (
+                ("sqlite", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT"),
+                ("postgresql", "BIGSERIAL PRIMARY KEY", "TIMESTAMPTZ"),
+            )
+        },
+    ),
 )
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS kairo_schema_version (

@@ -32,10 +32,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from orchestrator.errors import EnvironmentProblem, StoreLost, UsageError
-from orchestrator.store import commands, migrations, workers
+from orchestrator.store import commands, migrations, stop_requests, workers
 from orchestrator.store.base import track_closed, track_open
 from orchestrator.store.commands import Outcome, Queued
 from orchestrator.store.sql_store import Cursor, SqlStore, utc_now
+from orchestrator.store.stop_requests import StopRequest
 from orchestrator.store.workers import Registration, WorkerRow
 
 CONNECT_TIMEOUT_S = 10
@@ -258,6 +259,16 @@ class PostgresStore(SqlStore):
     def cancel_command(self, command_id: int) -> None:
         with self._transaction(write=True) as cursor:
             commands.cancel(cursor, command_id)
+
+    # --- stops asked from another host (store/stop_requests.py) ---------------------------
+
+    def request_stop(self, execution_id: str, owner: str, request: StopRequest) -> None:
+        with self._transaction(write=True) as cursor:
+            stop_requests.request(cursor, execution_id, owner, request)
+
+    def take_stop_requests(self, execution_id: str, owner: str) -> list[StopRequest]:
+        with self._transaction(write=True) as cursor:
+            return stop_requests.take(cursor, execution_id, owner)
 
     def wait_for_commands(self, worker_id: str, timeout_s: float) -> None:
         """Until a command is queued for `worker_id` (a NOTIFY), or `timeout_s` passed. On

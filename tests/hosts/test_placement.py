@@ -320,3 +320,54 @@ def test_an_owner_cut_off_is_taken_over_by_a_resume_on_another_host_which_finish
     assert tree(c, taker, document["integration_head"]) == tree(
         c, alone, local_document["integration_head"]
     )
+
+
+@pytest.mark.parametrize(("mode", "sleep_s"), [("graceful", 4), ("now", 120)])
+def test_a_placed_execution_is_stopped_by_a_stop_on_another_host(
+    lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any], mode: str, sleep_s: int
+) -> None:
+    """`stop` on host-c, which can send the owner's supervisor on `client` no signal:
+    asked through the store, the supervisor records it, and the execution ends STOPPED."""
+    client, c = lab.host("client"), lab.host(THIRD_HOST)
+    owner = clone(client, remote, f"owner-stop-{mode}")
+    (owner / "plan.yaml").write_text(
+        f"version: 1\nname: stopped-{mode}\nmax_parallel: 2\nplacement: workers\n"
+        f"review: {{push: origin}}\nagent: {{kind: shell, run: 'sleep {sleep_s}; date > $KAIRO_SUBTASK_ID.txt'}}\n"
+        "subtasks:\n" + "".join(f"  - id: t{i}\n" for i in range(1, 7))
+    )
+    stopper = clone(c, remote, f"stopper-{mode}")
+    socket = f"kairo-stop-{secrets.token_hex(3)}"
+    try:
+        started = kairo(
+            client, owner, "start", "plan.yaml", KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket
+        )
+        assert started.returncode == 0, started.stderr
+        deadline = time.monotonic() + 60
+        while "running" not in {s["state"] for s in _status(client, owner, lab_store)["subtasks"]}:
+            assert time.monotonic() < deadline, _worker_logs(lab)
+            time.sleep(0.3)
+        execution_id = _status(client, owner, lab_store)["execution_id"]
+        now = ["--now"] if mode == "now" else []
+        stop = kairo(c, stopper, "stop", execution_id, *now, "--wait", KAIRO_STORE=lab_store)
+        document = _status(c, stopper, lab_store, execution_id)
+    finally:
+        client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
+    assert stop.returncode == 0, f"{stop.stderr}{document}\n{_worker_logs(lab)}"
+    assert document["status"] == "STOPPED", document
+    states = [s["state"] for s in document["subtasks"]]
+    assert states.count("stopped") >= 4, states  # at most two had started
+    if mode == "now":  # those running were killed, not let finish
+        assert "merged" not in states, states
+    requested = [
+        json.loads(line)["payload"]
+        for line in _events(c, stopper, lab_store, execution_id)
+        if '"stop_requested"' in line
+    ]
+    now_flag = " --now" if mode == "now" else ""
+    assert requested == [
+        {
+            "mode": mode,
+            "source": f"kairo-orch stop{now_flag} on {THIRD_HOST}",
+            "at": requested[0]["at"],
+        }
+    ], requested
