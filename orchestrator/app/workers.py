@@ -33,8 +33,6 @@ from orchestrator.store.workers import Registration, WorkerRegistry, WorkerRow
 LEASE_S = 30.0
 #: Heartbeats per lease: five may be lost (a slow store, a busy host) before it lapses.
 BEATS_PER_LEASE = 6
-#: What `workers` shows as running on each: not yet counted from the placed commands.
-RUNNING_NOW = 0
 
 
 class WorkersNeedPostgres(UsageError):
@@ -88,7 +86,7 @@ def view(row: WorkerRow) -> WorkerView:
         address=row.address,
         pid=row.pid,
         slots=row.slots,
-        running=RUNNING_NOW,
+        running=row.running,
         started_at=format_timestamp(row.started_at),
         last_heartbeat=format_timestamp(row.heartbeat_at),
         heartbeat_age_s=round(row.heartbeat_age_s, 3),

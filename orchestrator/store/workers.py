@@ -50,6 +50,7 @@ class WorkerRow:
     alive: bool  # its lease had not expired when read
     heartbeat_age_s: float  # seconds since its last heartbeat, when read
     remote: str | None = None  # the git remote whose plans it carries out
+    running: int = 0  # the agents it runs now (`_RUNNING`)
 
 
 class WorkerRegistry(Protocol):
@@ -70,10 +71,18 @@ class WorkerRegistry(Protocol):
         ...
 
 
+#: The agents a worker runs now: the subtasks whose AwaitAttempt it has taken and not
+#: finished (store/commands.py; its agent ends, the command is done). Counted by subtask:
+#: an owner that took over queues the await anew while the old one is still taken.
+_RUNNING = (
+    "(SELECT count(DISTINCT (c.execution_id, c.subtask_id)) FROM kairo_commands c"
+    " WHERE c.worker_id = kairo_workers.worker_id AND c.state = 'taken'"
+    " AND c.command::jsonb ->> 'type' = 'AwaitAttempt')"
+)
 _COLUMNS = (
     "worker_id, host, address, pid, slots, lease_seconds, started_at, heartbeat_at,"
     " lease_expires_at, lapses, lease_expires_at > now(),"
-    " EXTRACT(EPOCH FROM now() - heartbeat_at), remote"
+    f" EXTRACT(EPOCH FROM now() - heartbeat_at), remote, {_RUNNING}"
 )
 _LEASE = "now() + make_interval(secs => %s)"
 
@@ -96,6 +105,7 @@ def _row(found: Any) -> WorkerRow:
         alive=bool(alive),
         heartbeat_age_s=max(0.0, float(age)),
         remote=found[12],
+        running=int(found[13]),
     )
 
 

@@ -166,6 +166,12 @@ def _events(client: Host, repo: Path, store: str, execution_id: str) -> list[str
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
+def _workers(host: Host, repo: Path, store: str) -> list[dict[str, Any]]:
+    done = kairo(host, repo, "workers", "--json", KAIRO_STORE=store)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
 def test_a_worker_cut_off_mid_run_loses_its_subtasks_to_the_other_and_lands_nothing_after(
     lab: Lab, lab_store: str, remote: str, placed_workers: dict[str, Any]
 ) -> None:
@@ -347,6 +353,10 @@ def test_a_placed_execution_is_stopped_by_a_stop_on_another_host(
             assert time.monotonic() < deadline, _worker_logs(lab)
             time.sleep(0.3)
         execution_id = _status(client, owner, lab_store)["execution_id"]
+        if mode == "now":  # agents of 120 s: `workers` anywhere counts them while they run
+            while sum(w["running"] for w in _workers(c, stopper, lab_store)) < 2:
+                assert time.monotonic() < deadline, _workers(c, stopper, lab_store)
+                time.sleep(0.3)
         now = ["--now"] if mode == "now" else []
         stop = kairo(c, stopper, "stop", execution_id, *now, "--wait", KAIRO_STORE=lab_store)
         document = _status(c, stopper, lab_store, execution_id)

@@ -87,3 +87,32 @@ def test_a_queued_command_wakes_its_waiting_worker(store: PostgresStore) -> None
     store.queue_command("x1", "a", "w1", 1, PREPARE)
     waiter.join(timeout=10)
     assert woken.is_set() and time.monotonic() - started < 5
+
+
+def test_a_worker_runs_the_agents_whose_awaits_it_has_taken_and_not_finished(
+    store: PostgresStore,
+) -> None:
+    _worker(store, "w1")
+    _worker(store, "w2")
+
+    def running() -> dict[str, int]:
+        return {w.worker_id: w.running for w in store.list_workers()}
+
+    assert running() == {"w1": 0, "w2": 0}
+    store.queue_command("x1", "a", "w1", 1, PREPARE)  # not an agent
+    awaits = [
+        store.queue_command("x1", sid, "w1", 1, {"type": "AwaitAttempt", "subtask_id": sid})
+        for sid in ("a", "b")
+    ]
+    assert running() == {"w1": 0, "w2": 0}  # queued, not yet taken
+    store.take_commands("w1")
+    assert running() == {"w1": 2, "w2": 0}
+    # An owner that took over awaits b anew while the first await is still taken: one agent.
+    again = store.queue_command("x1", "b", "w1", 1, {"type": "AwaitAttempt", "subtask_id": "b"})
+    store.take_commands("w1")
+    assert running() == {"w1": 2, "w2": 0}
+    store.finish_command(awaits[0], results=[], error=None)  # a's agent ended
+    assert running() == {"w1": 1, "w2": 0}
+    store.finish_command(awaits[1], results=[], error=None)
+    store.finish_command(again, results=[], error="gone")
+    assert running() == {"w1": 0, "w2": 0}
