@@ -15,11 +15,10 @@ Each function runs inside a transaction the store opened (`PostgresStore`), on i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from orchestrator.core.events import StopMode
 from orchestrator.store.sql_store import Cursor
-
-StopMode = Literal["graceful", "now"]  # as core/events.StopMode
 
 
 @dataclass(frozen=True, slots=True)
