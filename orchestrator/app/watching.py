@@ -3,6 +3,7 @@ live view of `watch`). Light: no trio."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.app.project import open_project
+from orchestrator.core.ids import worker_tmux_socket
+from orchestrator.runtime.ownership import local_owner_pid
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.tmux.interactive import attach_session
 
@@ -25,8 +28,16 @@ class Session:
 
 
 def session_of(repo: Path, store_url: str | None, execution: str | None) -> Session:
+    """The execution's session on this host: its owner's (the live view, and the agents'
+    panes), or, on a worker host of a `placement: workers` execution owned elsewhere, the
+    worker's (the panes of the subtasks it runs)."""
     with open_project(repo, store_url, create=False) as project:
-        state = project.state(project.resolve_own(execution))
+        execution_id = project.resolve_own(execution, placed_anywhere=True)
+        state = project.state(execution_id)
+        owned_here = local_owner_pid(project.row(execution_id)) is not None
+    here = socket.gethostname()
+    if not owned_here and any(a.host == here for a in state.assignments.values()):
+        return Session(worker_tmux_socket(here), state.created.tmux_session)
     return Session(state.created.tmux_socket, state.created.tmux_session)
 
 

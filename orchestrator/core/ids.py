@@ -54,6 +54,11 @@ def tmux_session_name(plan_name: str, execution_id: str) -> str:
     return f"kairo-{safe}-{short_id(execution_id)}"
 
 
+def worker_tmux_socket(host: str) -> str:
+    """The tmux server a worker on `host` runs its agents' panes in (`attach` there)."""
+    return f"kairo-worker-{re.sub(r'[^A-Za-z0-9_-]', '-', host)}"
+
+
 def idempotency_key(execution_id: str, subtask_id: str, attempt: int, step: str) -> str:
     """store.md: sha256_hex(canonical_json([execution_id, subtask_id, attempt, step]))[:32]."""
     payload = canonical_json([execution_id, subtask_id, attempt, step])

@@ -24,7 +24,7 @@ import trio
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
-from orchestrator.core.ids import subtask_branch
+from orchestrator.core.ids import subtask_branch, worker_tmux_socket
 from orchestrator.core.placement import command_from_record
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
@@ -98,7 +98,7 @@ class WorkerHost:
         self._data_dir = data_dir
         self._clone = clone
         # One tmux server per worker (its socket name says whose).
-        self._tmux_socket = f"kairo-worker-{re.sub(r'[^A-Za-z0-9_-]', '-', host)}"
+        self._tmux_socket = worker_tmux_socket(host)
         self._edges: dict[str, Edges] = {}
         self._making_edges = trio.Lock()  # commands that come together make them once
 

@@ -357,6 +357,7 @@ def test_a_placed_execution_is_stopped_by_a_stop_on_another_host(
             while sum(w["running"] for w in _workers(c, stopper, lab_store)) < 2:
                 assert time.monotonic() < deadline, _workers(c, stopper, lab_store)
                 time.sleep(0.3)
+            _attach_on_a_worker_host(lab, remote, lab_store, stopper, execution_id)
         now = ["--now"] if mode == "now" else []
         stop = kairo(c, stopper, "stop", execution_id, *now, "--wait", KAIRO_STORE=lab_store)
         document = _status(c, stopper, lab_store, execution_id)
@@ -381,3 +382,21 @@ def test_a_placed_execution_is_stopped_by_a_stop_on_another_host(
             "at": requested[0]["at"],
         }
     ], requested
+
+
+def _attach_on_a_worker_host(
+    lab: Lab, remote: str, store: str, repo: Path, execution_id: str
+) -> None:
+    """`attach` on a host whose worker runs a subtask is that worker's session: its panes.
+    Off a terminal it says which tmux command shows them; that session is there. (`repo`:
+    a clone on THIRD_HOST to ask `status` in.)"""
+    document = _status(lab.host(THIRD_HOST), repo, store, execution_id)
+    name = next(s["host"] for s in document["subtasks"] if s["state"] == "running")
+    worker = lab.host(name)
+    here = clone(worker, remote, f"attach-{secrets.token_hex(2)}")
+    attached = kairo(worker, here, "attach", execution_id, KAIRO_STORE=store)
+    socket, session = f"kairo-worker-{name}", document["tmux_session"]
+    assert attached.returncode == 2, attached.stderr
+    assert f"tmux -L {socket} capture-pane -p -t {session}" in attached.stderr
+    found = worker.run(["tmux", "-L", socket, "has-session", "-t", session], env=host_env(worker))
+    assert found.returncode == 0, found.stderr
