@@ -40,6 +40,8 @@ from orchestrator.store.stop_requests import StopRequest
 from orchestrator.store.workers import Registration, WorkerRow
 
 CONNECT_TIMEOUT_S = 10
+#: Seconds a session may stay idle inside a transaction before the server ends it.
+IDLE_IN_TRANSACTION_S = 30
 #: Rows a `verify` fetches from its server-side cursor at a time.
 VERIFY_BATCH = 5000
 
@@ -133,6 +135,14 @@ class PostgresStore(SqlStore):
             ) from error
         try:
             connection.execute("SET synchronous_commit TO on")
+            # A process stopped inside a transaction (a host cut off and frozen, a worker
+            # SIGSTOPped between taking its commands and committing) would hold its row
+            # locks until TCP gave up on it, and every writer of those rows would wait as
+            # long: the server ends such a session instead. None of ours idles in a
+            # transaction for anything like this long while it lives.
+            connection.execute(
+                f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_S}s'"
+            )
         except psycopg.Error as error:
             connection.close()
             raise EnvironmentProblem(
