@@ -57,6 +57,7 @@ class Agenda:
     total_tokens: int = 0
     merge_head: int = 0  # where the first subtask of merge_sequence not yet ended is
     _groups: dict[str, frozenset[Group]] = field(default_factory=dict)
+    _unchecked: tuple[str, ...] = ()  # the state's conflicted_unchecked, as last sorted
 
     @classmethod
     def of(cls, state: ExecutionState) -> Agenda:
@@ -77,6 +78,7 @@ class Agenda:
             merge_position={sid: i for i, sid in enumerate(sequence)},
         )
         agenda._sort(state, state.subtasks)
+        agenda._unchecked = state.conflicted_unchecked
         return agenda
 
     def advance(self, events: Iterable[ev.ExecutionEvent], state: ExecutionState) -> None:
@@ -89,14 +91,20 @@ class Agenda:
         touched: set[str] = set()
         for event in events:
             named = ev.subtasks_named(event)
-            # A check that settles the merges waiting for it settles the conflicts with them
-            # too (integration_fold.py): whether their dependents may start.
-            if not named or isinstance(event, ev.SubtaskRerun | ev.IntegrationChecked):
+            if not named or isinstance(event, ev.SubtaskRerun):
                 self._sort(state, state.subtasks)
+                self._unchecked = state.conflicted_unchecked
                 return
             for subtask_id in named:
                 touched.add(subtask_id)
                 touched.update(self.dependents[subtask_id])
+        # A conflict with merges still to be checked is settled by what becomes of them, an
+        # event that need not name the conflicted subtask (integration_fold.py): whether
+        # its dependents are blocked changes with it.
+        for subtask_id in set(self._unchecked) ^ set(state.conflicted_unchecked):
+            touched.add(subtask_id)
+            touched.update(self.dependents[subtask_id])
+        self._unchecked = state.conflicted_unchecked
         self._sort(state, touched)
 
     def _sort(self, state: ExecutionState, subtask_ids: Iterable[str]) -> None:
