@@ -209,4 +209,8 @@ class MemoryHost:
 
 
 def _write_json(path: str, data: object) -> None:
-    Path(path).write_text(json.dumps(data), encoding="utf-8")
+    # Whole or not at all, as the real runner writes it: the supervisor reads it from a
+    # thread, which could otherwise find the file made and still empty.
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    partial.replace(path)
