@@ -314,14 +314,11 @@ async def _run_verify(
     verify = state.spec(sid).verify
     assert view.worktree is not None and verify is not None
     context = _context(state, sid, command.attempt, feedback="", earlier="")
-    marker = {"KAIRO_EXECUTION_ID": state.execution_id, "KAIRO_SUBTASK_ID": sid}
-    # A verify a supervisor killed meanwhile left running would run beside this one.
-    await edges.processes.end_leftovers({**marker, "KAIRO_CHECK": "verify"})
     env = {
         **edges.environment,
         **context.environment(),
         **_worktree_environment(state, sid),
-        "KAIRO_CHECK": "verify",
+        "KAIRO_CHECK": "verify",  # what a resume ends of a killed supervisor's
     }
     result = await edges.processes.run_shell(
         verify,

@@ -38,13 +38,9 @@ async def check_integration(
         checkout = await edges.workspaces.check_out_detached(
             integration_checkout(state), merge.merge_commit
         )
-        marker = {"KAIRO_EXECUTION_ID": state.execution_id, "KAIRO_CHECK": "integration"}
-        # One a supervisor killed meanwhile left running would run beside this one, in the
-        # same checkout.
-        await edges.processes.end_leftovers(marker)
         env = {
             **command_environment(edges, state, command.subtask_id, checkout),
-            **marker,
+            "KAIRO_CHECK": "integration",  # what a resume ends of a killed supervisor's
             "KAIRO_SUBTASK_IDS": " ".join(run),
             "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
         }

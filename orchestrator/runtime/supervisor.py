@@ -82,6 +82,10 @@ async def supervise(
         if resumed:
             # The `wait-for` clients a killed supervisor left, one per agent it awaited.
             await _release_stale_waiters(edges.panes, journal.execution_id)
+            # And the checks it started: run again, they would run beside them.
+            for check in ("verify", "integration"):
+                marker = {"KAIRO_EXECUTION_ID": journal.execution_id, "KAIRO_CHECK": check}
+                await edges.processes.end_leftovers(marker)
             await journal.append(
                 await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
             )
