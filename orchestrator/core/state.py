@@ -69,26 +69,13 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             )
         case ev.AttemptStarted(subtask_id=sid):
             view = state.subtask(sid)
-            attempt = AttemptView(
-                number=event.attempt,
-                idempotency_key=event.idempotency_key,
-                run_dir=event.run_dir,
-                start_commit=event.start_commit,
-                after_changes=event.start_commit != view.start_commit,
-            )
+            attempt = _attempt(event, after_changes=event.start_commit != view.start_commit)
             return move_subtask(
                 state, sid, Move.ATTEMPT_STARTED, attempts=(*view.attempts, attempt)
             )
         case ev.ResolutionStarted(subtask_id=sid):
             view = state.subtask(sid)
-            attempt = AttemptView(
-                number=event.attempt,
-                idempotency_key=event.idempotency_key,
-                run_dir=event.run_dir,
-                start_commit=event.start_commit,
-                after_changes=True,
-                resolution=event,
-            )
+            attempt = _attempt(event, after_changes=True, resolution=event)
             attempts = (*view.attempts, attempt)
             return move_subtask(state, sid, Move.RESOLUTION_STARTED, attempts=attempts, reason=None)
         case ev.ResolutionDeclined(subtask_id=sid, reason=reason):
@@ -212,6 +199,22 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
             state.subtask(sid)  # one the plan does not name is a bug in the writer
             return replace(state, assignments={**state.assignments, sid: event})
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
+
+
+def _attempt(
+    event: ev.AttemptStarted | ev.ResolutionStarted,
+    *,
+    after_changes: bool,
+    resolution: ev.ResolutionStarted | None = None,
+) -> AttemptView:
+    return AttemptView(
+        number=event.attempt,
+        idempotency_key=event.idempotency_key,
+        run_dir=event.run_dir,
+        start_commit=event.start_commit,
+        after_changes=after_changes,
+        resolution=resolution,
+    )
 
 
 def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionState:
