@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast check format demo bench bench-completion bench-scale chaos clean-venv
+.PHONY: install test test-fast check format demo bench bench-completion bench-scale chaos attack clean-venv
 
 install: $(STAMP)
 
@@ -64,6 +64,11 @@ bench-scale: $(STAMP)
 # Its short form runs in `make test`.
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos
+
+# Adversarial agents (tests/attack), counted by the reproduction each defends against. They
+# run in `make test` too.
+attack: $(STAMP)
+	$(BIN)/python -m tests.attack
 
 clean-venv:
 	rm -rf $(VENV)
