@@ -72,3 +72,9 @@ def started_with_another_store(git_common_dir: Path, short: str, store_url: str 
         if recorded != (store_url or ""):
             return True
     return False
+
+
+def isolated_git(git_common_dir: Path) -> Path:
+    """kairo-orch's own git directory for the commands that read files or merge: the
+    repository's objects, none of its configuration (git/invocation.py)."""
+    return kairo_dir(git_common_dir) / "isolated-git"

@@ -37,7 +37,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.remote import remote_url
-from orchestrator.git.repo import Identity, RepoPaths, discover_repo
+from orchestrator.git.repo import Identity, RepoPaths, discover_repo, trusted
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.conflict_maps import map_if_any
 from orchestrator.runtime.edge_adapters import (
@@ -135,6 +135,7 @@ async def run_supervisor(
     rerun_interrupted: bool,
     stop: StopMode | None = None,
 ) -> int:
+    trusted(paths)  # found by the command that handed it over
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:

@@ -119,7 +119,7 @@ async def interrupt(
         # save, and the next attempt needs its files, made again from its branch.
         await edges.workspaces.adopt(subtask_id, view.branch, worktree)
         log.warning("worktree_made_again", subtask_id=subtask_id, path=str(worktree))
-    elif there:
+    elif there and view.branch is not None:
         ref = await edges.repository.save_worktree_state(
             worktree,
             ref=ref_name,
@@ -127,7 +127,9 @@ async def interrupt(
             message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
             leave_out=view.copied,
         )
-        await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
+        await edges.repository.reset_worktree(
+            worktree, attempt.start_commit, branch=view.branch, leave_out=view.copied
+        )
     if ref is None and await edges.repository.ref_exists(ref_name):
         ref = ref_name  # saved by a recovery that a crash cut short before its event
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent

@@ -28,8 +28,10 @@ from orchestrator.core.ids import subtask_branch, worker_tmux_socket
 from orchestrator.core.placement import command_from_record
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
+from orchestrator.git.invocation import git, git_clone
+from orchestrator.git.refs import branch_ref
 from orchestrator.git.remote import fetch_branch_if_there, fetch_commit, push_branch
-from orchestrator.git.repo import Identity, RepoPaths, discover_repo, git
+from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
 from orchestrator.runtime.edges import Edges
@@ -74,7 +76,7 @@ async def ensure_clone(data_dir: Path, remote: str) -> RepoPaths:
     if not (target / ".git").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".cloning")
-        await git("clone", "-q", "--no-checkout", remote, str(partial), cwd=target.parent)
+        await git_clone(remote, partial)
         partial.rename(target)
     return await trio.to_thread.run_sync(discover_repo, target)
 
@@ -191,7 +193,7 @@ class WorkerHost:
             assert start is not None
             integration = state.created.integration_branch
             await fetch_commit(clone, self._remote, integration, start)
-            await git("branch", "-f", view.branch, start, cwd=clone)
+            await git("update-ref", branch_ref(view.branch), start, cwd=clone)
         if await edges.workspaces.adopt(sid, view.branch, worktree) is None:
             raise StepFailed(f"cannot make the worktree of {sid} again on this host")
         log.warning("worktree_taken_over", path=str(worktree))
