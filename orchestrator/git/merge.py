@@ -188,10 +188,11 @@ async def merge_branch(
             raise StepFailed(exc.message, branch=branch) from None
 
     # Isolated (invocation.py): the repository's attributes and configuration could name
-    # a merge driver, which merge-tree would run.
+    # a merge driver, which merge-tree would run. The checkout's `.gitattributes` are still
+    # read, as git's own merge reads them: git's own drivers (union, binary) apply.
     result = await git_isolated(
         "merge-tree", "--write-tree", "-z", "--messages", previous, source,
-        common=git_common_dir or common_of(repo_root), check=False,
+        common=git_common_dir or common_of(repo_root), work_tree=repo_root, check=False,
     )  # fmt: skip
     if result.returncode not in (0, 1) or not result.stdout:
         # Exit 1 with no tree is a failure too: "X - not something we can merge".

@@ -51,7 +51,7 @@ async def start_merge(
     dirs = worktree_dirs(worktree)
     merged = await git_isolated(
         "-c", "merge.conflictStyle=merge", "merge-tree", "--write-tree", "--no-messages", "-z",
-        start_commit, merged_in, common=dirs.common, check=False,
+        start_commit, merged_in, common=dirs.common, work_tree=worktree, check=False,
     )  # fmt: skip
     if merged.returncode not in (0, 1) or not merged.stdout:
         raise StepFailed(

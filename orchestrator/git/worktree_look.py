@@ -104,7 +104,7 @@ async def merge_conflicts(repo: Path, ours: str, theirs: str) -> tuple[Conflicte
     """The paths that merging the commits `ours` and `theirs` would leave conflicted."""
     result = await git_isolated(
         "merge-tree", "--write-tree", "-z", "--messages", ours, theirs,
-        common=common_of(repo), check=False,
+        common=common_of(repo), work_tree=repo, check=False,
     )  # fmt: skip
     if result.returncode not in (0, 1) or not result.stdout:
         raise StepFailed(f"git merge-tree failed in {repo}: {first_line(result)}")

@@ -18,7 +18,7 @@ from orchestrator.git.merge import (
 from orchestrator.git.refs import create_branch, is_ancestor, rev_parse, update_ref
 from orchestrator.git.repo import Identity
 from orchestrator.git.workspace import LocalWorktreeProvider
-from tests.git.conftest import GitCommands, snapshot, user_git, write
+from tests.git.conftest import GitCommands, run, snapshot, user_git, write
 
 IDENTITY = Identity("kairo-orch", "kairo-orch@localhost")
 TARGET = "refs/heads/kairo/integration"
@@ -402,3 +402,29 @@ def test_parse_merge_tree_clean_output() -> None:
         "abc",
         (),
     )
+
+
+async def test_gits_own_merge_drivers_apply_as_the_checkout_says_and_no_other_runs(
+    repo: Path, subtasks: Subtasks, tmp_path: Path
+) -> None:
+    """`merge=union` in the checkout's .gitattributes still merges two appends; a driver of
+    the repository's config named beside it is not run (the merge is git's own three-way,
+    which conflicts)."""
+    ran = tmp_path / "driver-ran"
+    write(repo / ".gitattributes", "log.txt merge=union\nother.txt merge=custom\n")
+    write(repo / "log.txt", "first\n")
+    write(repo / "other.txt", "first\n")
+    run(repo, "add", ".")
+    run(repo, "commit", "-q", "-m", "attributes")
+    run(repo, "config", "merge.custom.driver", f"touch {ran}; true")
+    await create_branch(repo, TARGET, "main")
+    a = await subtasks.branch("a", {"log.txt": "first\na\n", "other.txt": "first\na\n"})
+    b = await subtasks.branch("b", {"log.txt": "first\nb\n", "other.txt": "first\nb\n"})
+    assert isinstance(await merge(repo, a), Merged)
+    outcome = await merge(repo, b)
+    assert isinstance(outcome, Conflicted)
+    assert [c.path for c in outcome.conflicts] == ["other.txt"]  # log.txt merged by union
+    assert not ran.exists()
+    # The user's own git would have run the driver (and taken its word for a clean merge).
+    run(repo, "merge-tree", "--write-tree", a, b)
+    assert ran.exists()
