@@ -75,9 +75,10 @@ def _escaped(char: str) -> str:
 
 # Markdown (a pull request's body, as GitHub renders it). Escaped in running text: what
 # would start raw HTML or a comment (<), an entity (&: `&#x202e;` is an override again),
-# a code span (`), emphasis or strikethrough that swallows its marks (* _ ~), a link or an
-# image ([ ]), math ($), and the backslash itself.
-_MARKDOWN_ACTIVE = re.compile(r"[\\`*_~\[\]<&$]")
+# a code span (`), emphasis or strikethrough that swallows its marks (* ~, and _ but
+# between two letters or digits, where it cannot: `max_attempts` stays as it is), a link
+# or an image ([ ]), math ($), and the backslash itself.
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*~\[\]<&$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 _BACKTICKS = re.compile("`+")
 
 
