@@ -28,7 +28,7 @@ def echo_note(note: Note) -> None:
 def after_launch(
     launched: Launched, *, wait: bool, detach: bool, repo: Path, store_url: str | None
 ) -> None:
-    click.echo(words.launched(launched), err=True)
+    click.echo(inert(words.launched(launched)), err=True)  # a branch name of the plan's
     if not sys.stdout.isatty():  # for a script: `id=$(kairo-orch start plan.yaml --detach)`
         click.echo(launched.execution_id)
     if wait:

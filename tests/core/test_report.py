@@ -5,6 +5,7 @@ of it as markup, and nothing of it is hidden or reaches a terminal."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -48,6 +49,9 @@ def test_nothing_an_agent_planted_is_markup_hidden_or_raw_in_the_reports() -> No
     document = status_document(state, status="FAILED", version=1, head_seq=1, head_hash="h")
     page = html_page(state, logged, document, now=logged[-1].at)
 
+    # `status --json` keeps it whole, escaped by JSON itself (ASCII, a surrogate as \udcff).
+    loaded = json.loads(json.dumps(document).encode("ascii"))
+    assert PLANTED in [c["path"] for item in loaded["subtasks"] for c in item["conflicts"]]
     for text in (markdown, page):
         text.encode("utf-8")  # no lone surrogate: it would not print
         assert RAW.findall(text) == []
