@@ -92,10 +92,13 @@ def markdown_code(text: str) -> str:
     them in it, so that it cannot close the span early."""
     shown = inert(text)
     fence = "`" * (_longest_backticks(shown) + 1)
-    # A span's content loses one space at each end when it has one at both, and a
-    # backtick at either end would join the fence: a space each side keeps it as it is.
-    padded = shown[:1] == "`" or shown[-1:] == "`" or (shown[:1] == shown[-1:] == " " != shown)
-    return f"{fence} {shown} {fence}" if padded or not shown else f"{fence}{shown}{fence}"
+    # A span's content loses one space at each end when it has one at both (and is not
+    # all spaces), and a backtick at either end would join the fence: a space each side
+    # keeps it as it is.
+    padded = "`" in (shown[:1], shown[-1:]) or (
+        shown[:1] == shown[-1:] == " " and shown.strip(" ") != ""
+    )
+    return f"{fence} {shown} {fence}" if padded else f"{fence}{shown}{fence}"
 
 
 def markdown_block(text: str, *, indent: str = "", info: str = "") -> list[str]:

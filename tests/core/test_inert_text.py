@@ -144,6 +144,11 @@ def test_a_markdown_code_span_holds_its_text_whole(text: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("text", [" a ", "  ", " ", "`a", "a`", "``", " `` ", "a  b"])
+def test_a_code_span_keeps_its_spaces_and_backticks(text: str) -> None:
+    assert inline_of(f"path {markdown_code(text)} end")[1] == ("code_inline", text)
+
+
 @given(MARKDOWN_TEXTS)
 def test_no_line_closes_a_markdown_block_early(text: str) -> None:
     source = "\n".join(["- item", "", *markdown_block(text, indent="  "), "", "after"])
