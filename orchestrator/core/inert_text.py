@@ -21,32 +21,35 @@ from __future__ import annotations
 
 import html
 import re
-from functools import cache
+from functools import lru_cache
 
 #: Everything escaped but the newline and the tab: C0 and DEL, C1, and every character of
 #: Unicode's general categories Cf (format: bidi embeddings, overrides and isolates,
 #: zero-width ones, tags), Zl and Zp (line and paragraph separators) and Cs (surrogates,
 #: which only `surrogateescape` puts in a str), and its Default_Ignorable_Code_Point
-#: property (characters drawn as nothing: Hangul fillers, variation selectors). Written out
-#: rather than derived from `unicodedata` at import (a million code points, every CLI
-#: start); tests/core/test_inert_text.py holds it equal to what `unicodedata` says.
+#: property (characters drawn as nothing: Hangul fillers, variation selectors); those
+#: beyond the BMP apart. Written out rather than derived from `unicodedata` at import (a
+#: million code points, every CLI start); tests/core/test_inert_text.py holds the two
+#: equal to what `unicodedata` says.
 _HIDDEN = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
     "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd"
-    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+    "\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
 )
+_HIDDEN_ASTRAL = (
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff"
+)
+_IS_HIDDEN_ASTRAL = re.compile(f"[{_HIDDEN_ASTRAL}]").match
+# What `inert` looks at, a backslash included (it may have to double it), and every
+# character beyond the BMP, one not hidden given back as it is: a class of a few ranges of
+# them would be tested range by range at every character (several times slower on plain
+# text), where a single range keeps re's table lookup.
+_ONE_LINE = re.compile(f"[\\\\\t\n{_HIDDEN}\U00010000-\U0010ffff]")
+_LINES = re.compile(f"[\\\\{_HIDDEN}\U00010000-\U0010ffff]")
 #: What an escape starts with after its backslash: a backslash before one is doubled.
-_ESCAPE_LETTERS = "\\\\nrtxuU"
-
-
-def _pattern(escaped: str) -> re.Pattern[str]:
-    return re.compile(f"[{escaped}]|\\\\(?=[{_ESCAPE_LETTERS}{escaped}])")
-
-
-_ONE_LINE = _pattern("\t\n" + _HIDDEN)
-_LINES = _pattern(_HIDDEN)
-_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPE_LETTERS = frozenset("\\nrtxuU")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def inert(text: str, *, lines: bool = False) -> str:
@@ -57,10 +60,21 @@ def inert(text: str, *, lines: bool = False) -> str:
 
 
 def _escape(match: re.Match[str]) -> str:
-    return _escaped(match.group())
+    char = match.group()
+    if char != "\\":
+        return _escaped(char)
+    # A backslash is doubled where it would read as the start of an escape: before a
+    # letter one starts with, or before a character escaped itself.
+    end = match.end()
+    following = match.re.match(match.string, end)
+    if match.string[end : end + 1] in _ESCAPE_LETTERS or (
+        following is not None and _escaped(following.group()) != following.group()
+    ):
+        return "\\\\"
+    return char
 
 
-@cache  # few distinct characters, met again and again (an agent's colours: ESC)
+@lru_cache(maxsize=4096)  # few distinct characters, met again and again (ESC, emoji)
 def _escaped(char: str) -> str:
     named = _NAMED.get(char)
     if named is not None:
@@ -70,7 +84,9 @@ def _escaped(char: str) -> str:
         return f"\\x{code:02x}"
     if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as surrogateescape kept it
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}" if _IS_HIDDEN_ASTRAL(char) else char
 
 
 # Markdown (a pull request's body, as GitHub renders it). Escaped in running text: what
