@@ -1,4 +1,8 @@
-"""Human output: rich tables on a terminal, plain aligned text elsewhere (rich decides)."""
+"""Human output: rich tables on a terminal, plain aligned text elsewhere (rich decides).
+
+Text that came from an agent, a repository or another host (reasons, paths, branch and
+host names) goes through `as_markup`: made inert (core/inert_text.py), and with no `[` that
+rich would read as its markup (`[link=...]` is a hyperlink)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.ids import short_id
+from orchestrator.core.inert_text import inert
 from orchestrator.core.overlaps import some_sentences
 from orchestrator.core.views import ACTIVE
 
@@ -39,6 +44,11 @@ def console() -> Console:
     probe = Console()
     # (A width no line reaches, not 240: a row with a long worktree path wrapped mid-path.)
     return Console(highlight=False, width=None if probe.is_terminal else 100_000)
+
+
+def as_markup(text: str) -> str:
+    """`text` as rich markup that shows it as it is, escaped where it would act."""
+    return escape(inert(text))
 
 
 def styled(word: str) -> str:
@@ -89,7 +99,11 @@ def status_table(subtasks: list[dict[str, Any]], *, run_root: str | None = None)
             output = f"output {output.removeprefix(run_root.rstrip('/') + '/')}"
             detail = f"{detail}; {output}" if detail else output
         table.add_row(
-            item["id"], styled(item["state"]), str(item["attempts"]), _usage(item), detail
+            item["id"],
+            styled(item["state"]),
+            str(item["attempts"]),
+            _usage(item),
+            as_markup(detail),
         )
     return table
 
@@ -106,7 +120,7 @@ def status_header(document: dict[str, Any]) -> str:
     return (
         f"[bold]{document['plan']}[/] {document['execution_id']}  {styled(document['status'])}"
         f"{_status_note(document)}\n"
-        f"integration branch {document['integration_branch']}  "
+        f"integration branch {as_markup(document['integration_branch'])}  "
         f"base {document['base_commit'][:12]}  tmux session {document['tmux_session']}"
     )
 
@@ -136,9 +150,9 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         counts = ", ".join(f"{count:,} {styled(state)}" for state, count in left.most_common())
         out.print(f"not listed: {counts} (kairo-orch status --all lists every subtask)")
     for anomaly in document.get("anomalies", ()):  # an old log's, read as written
-        out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
+        out.print(f"[yellow]the log holds a move it should not[/]: {as_markup(anomaly)}")
     for said in some_sentences(document.get("overlaps", [])):
-        out.print(f"[yellow]overlap[/]: {escape(said)}")
+        out.print(f"[yellow]overlap[/]: {as_markup(said)}")
 
 
 def _print_table(out: Console, table: Table) -> None:
@@ -185,8 +199,8 @@ def workers(items: list[dict[str, Any]]) -> None:
         table.add_column(column)
     for item in items:
         table.add_row(
-            escape(item["host"]),
-            escape(item["address"]),
+            as_markup(item["host"]),
+            as_markup(item["address"]),
             str(item["slots"]),
             str(item["running"]),
             f"{item['last_heartbeat']} ({item['heartbeat_age_s']:.1f} s ago)",
@@ -221,7 +235,7 @@ def conflict_map(document: dict[str, Any]) -> None:
         first, second = pair["subtasks"]
         if pair["conflicts"]:
             said = ", ".join(f"{c['path']} ({c['kind']})" for c in pair["conflicts"])
-            out.print(f"  {first} and {second} [red]would conflict[/] on {escape(said)}")
+            out.print(f"  {first} and {second} [red]would conflict[/] on {as_markup(said)}")
         else:
             shared = ", ".join(pair["shared"])
-            out.print(f"  {first} and {second} both change {escape(shared)}: merges clean")
+            out.print(f"  {first} and {second} both change {as_markup(shared)}: merges clean")

@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.inert_text import inert
+
 # The border shows our own title: an agent's output goes to the pane verbatim, and an
 # escape sequence in it may rename the pane, but not this user option.
 TITLE_OPTION = "@kairo_title"
@@ -26,7 +28,6 @@ HISTORY_LIMIT = 50_000
 AGENT_WINDOW_PREFIX = "agents-"
 MIN_VERSION = (3, 2)
 REF_FORMAT = "#{pane_id}\t#{window_id}"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 Command = list[str]
 
@@ -68,8 +69,9 @@ def literal(text: str) -> str:
 
 
 def clean_title(title: str) -> str:
-    """A title on one line: control characters would break the border and our parsing."""
-    return _CONTROL.sub(" ", title).strip() or "agent"
+    """A title on one line, inert (core/inert_text.py): a control character would break
+    the border and our parsing, and reach the terminal of every client that shows it."""
+    return inert(title.strip()) or "agent"
 
 
 def chain(*commands: Command) -> Command:
@@ -100,6 +102,9 @@ def window_options(target: str) -> list[Command]:
     return [
         ["set-option", "-w", "-t", target, "remain-on-exit", "on"],
         ["set-option", "-w", "-t", target, "allow-rename", "off"],
+        # Nor may what runs in a pane retitle it (tmux 3.4 and later; -q: an older one does
+        # not know the option, and goes on with the chain).
+        ["set-option", "-q", "-w", "-t", target, "allow-set-title", "off"],
         ["set-option", "-w", "-t", target, "pane-border-status", "top"],
         ["set-option", "-w", "-t", target, "pane-border-format", BORDER_FORMAT],
     ]

@@ -358,7 +358,7 @@ async def test_a_one_word_command_is_executed_not_given_to_a_shell(
 async def test_set_pane_title_and_a_pane_that_is_gone(tmux: TmuxServer, tmp_path: Path) -> None:
     pane_id = await _session(tmux, tmp_path)
     await tmux.set_pane_title(pane_id, "merged\tok\n")
-    assert [p.title for p in await tmux.list_panes("kairo-t")] == ["merged ok"]
+    assert [p.title for p in await tmux.list_panes("kairo-t")] == [r"merged\tok"]
 
     await tmux.open_agent_pane("kairo-t", title="keep", command=IDLE, cwd=tmp_path)
     await tmux_out(tmux, "kill-pane", "-t", pane_id)
