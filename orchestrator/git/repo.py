@@ -25,6 +25,7 @@ from orchestrator.git.invocation import (
     git_discovering_sync,
     git_isolated,
     git_isolated_sync,
+    git_sync,
     locate,
     trust_repository,
 )
@@ -237,23 +238,45 @@ async def write_tree(worktree: Path, *, index: Path | None = None) -> str:
 
 
 async def has_uncommitted_work(worktree: Path) -> bool:
-    """Whether `worktree` holds changes or untracked files not ignored (or cannot say).
-    Asked without writing its index (no optional locks), isolated."""
+    """Whether `worktree` holds changes or untracked files not ignored (or cannot say):
+    asked as `git status` would, isolated and without writing its index."""
     dirs = worktree_dirs(worktree)
-    result = await git_isolated(
-        "status", "--porcelain", "--untracked-files=normal",
-        common=dirs.common, work_tree=worktree, index=own_index(dirs), check=False,
-        env={"GIT_OPTIONAL_LOCKS": "0"},
-    )  # fmt: skip
-    return result.returncode != 0 or bool(result.stdout.strip())
+    head = await git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=worktree, check=False)
+    if head.returncode != 0:
+        return True
+    for question in _change_questions(head.stdout.strip()):
+        found = await git_isolated(
+            *question, common=dirs.common, work_tree=worktree, index=own_index(dirs),
+            env=_NO_LOCKS, check=False,
+        )  # fmt: skip
+        if found.returncode != 0 or found.stdout.strip():
+            return True
+    return False
+
+
+# Each says something changed by its exit status (--quiet) or output: what is staged, what
+# the work tree changed, what is untracked and not ignored.
+def _change_questions(head: str) -> tuple[tuple[str, ...], ...]:
+    return (
+        ("diff-index", "--cached", "--quiet", "--no-ext-diff", head, "--"),
+        ("diff-files", "--quiet", "--no-ext-diff", "--"),
+        ("ls-files", "--others", "--exclude-standard", "--directory", "--no-empty-directory"),
+    )
+
+
+# `status` and `diff-files` refresh an index they may then write: not another's.
+_NO_LOCKS = {"GIT_OPTIONAL_LOCKS": "0"}
 
 
 def has_uncommitted_changes(paths: RepoPaths) -> bool:
-    """Whether the user's checkout has changes to tracked files, asked as `git status`
-    would, isolated and without writing the user's index (no optional locks)."""
-    found = git_isolated_sync(
-        "status", "--porcelain", "--untracked-files=no",
-        common=paths.git_common_dir, work_tree=paths.toplevel,
-        index=paths.git_dir / "index", env={"GIT_OPTIONAL_LOCKS": "0"},
-    )  # fmt: skip
-    return bool(found.stdout.strip())
+    """Whether the user's checkout has changes to tracked files, staged or not: asked
+    isolated, without writing the user's index."""
+    head = git_sync("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=paths.toplevel)
+    for question in _change_questions(head.stdout.strip())[:2]:
+        found = git_isolated_sync(
+            *question, common=paths.git_common_dir, work_tree=paths.toplevel,
+            index=paths.git_dir / "index", env=_NO_LOCKS, check=False,
+        )  # fmt: skip
+        if found.returncode != 0:
+            return True
+    return False

@@ -11,6 +11,8 @@ from orchestrator.git.repo import (
     check_git_version,
     discover_repo,
     error_context,
+    has_uncommitted_changes,
+    has_uncommitted_work,
     parse_git_version,
 )
 from tests.git.conftest import USER_EMAIL, USER_NAME, run
@@ -142,3 +144,24 @@ def test_error_context_fills_only_missing_fields() -> None:
     with pytest.raises(UsageError) as usage, error_context(subtask_id="s2"):
         raise UsageError("bad")
     assert usage.value.subtask_id == "s2"
+
+
+async def test_uncommitted_work_is_seen_staged_unstaged_or_untracked_and_nothing_written(
+    repo: Path,
+) -> None:
+    paths = discover_repo(repo)
+    index = (repo / ".git" / "index").read_bytes()
+    assert not has_uncommitted_changes(paths)
+    assert not await has_uncommitted_work(repo)
+    (repo / "notes.txt").write_text("untracked\n")
+    assert not has_uncommitted_changes(paths)  # tracked files only
+    assert await has_uncommitted_work(repo)
+    (repo / "notes.txt").unlink()
+    (repo / "README.md").write_text("changed\n")
+    assert has_uncommitted_changes(paths)
+    assert await has_uncommitted_work(repo)
+    assert (repo / ".git" / "index").read_bytes() == index  # asked, never written
+    run(repo, "add", "README.md")
+    (repo / "README.md").write_text("# demo\n")  # staged, then changed back in the tree
+    assert has_uncommitted_changes(paths)
+    assert await has_uncommitted_work(repo)
