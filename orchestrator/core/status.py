@@ -64,7 +64,7 @@ def status_document(
                 "running": dict(running[view.id]) if view.id in running else None,
                 "session_id": view.session_id,
                 "reason": sentence_or_none(view.reason),
-                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
+                "conflicts": [c.document() for c in view.conflicts],
                 "output": last_output(view),
                 **_resolutions(view),
                 **_host(state, view),

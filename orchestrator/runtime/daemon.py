@@ -187,7 +187,10 @@ async def run_supervisor(
         )
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
-        await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
+        # A file name that is not UTF-8 is written as its bytes: it must not stop the end.
+        await trio.Path(report_path(Path(created.run_root))).write_text(
+            report, encoding="utf-8", errors="surrogateescape"
+        )
         await trio.to_thread.run_sync(
             write_html_report, store, execution_id, Path(created.run_root)
         )
@@ -223,7 +226,7 @@ def write_html_report(store: DurableExecutionStore, execution_id: str, run_root:
         )
         found = map_if_any(Path(state.created.repo_root), state)
         page = html_page(state, logged, document, now=time.time(), conflict_map=found)
-        html_report_path(run_root).write_text(page, encoding="utf-8")
+        html_report_path(run_root).write_text(page, encoding="utf-8", errors="surrogateescape")
     except Exception as error:
         log.warning("html_report_not_written", error=repr(error))
 
