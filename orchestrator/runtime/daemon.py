@@ -17,6 +17,7 @@ import shlex
 import shutil
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import cast
 
@@ -49,6 +50,7 @@ from orchestrator.runtime.edge_adapters import (
 )
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.log_witness import LogWitness
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.placement import Placement, PlacementStore
 from orchestrator.runtime.state_reader import read_logged, read_state
@@ -136,10 +138,16 @@ async def run_supervisor(
     stop: StopMode | None = None,
 ) -> int:
     trusted(paths)  # found by the command that handed it over
-    with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+    witness = LogWitness.of(paths.git_common_dir, execution_id)
+    with open_store(store_url, git_common_dir=paths.git_common_dir) as store, closing(witness):
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:
             await trio.to_thread.run_sync(store.verify, execution_id)
+        # The chain holds; is it the log its supervisors wrote? (log_witness.py)
+        try:
+            await trio.to_thread.run_sync(witness.take_up, store, execution_id)
+        except OSError as error:  # the run does without the file: its appends are checked
+            log.warning("log_hashes_not_kept", path=str(witness.path), error=str(error))
         me = owner_token()
         claimed_at = time.monotonic()  # the lease runs from no later than this
         row = await trio.to_thread.run_sync(
@@ -176,7 +184,15 @@ async def run_supervisor(
             looks=GitWorktreeLooks(paths.toplevel) if placement is None else None,
             resolutions=GitConflictResolutions(identity),
         )
-        journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
+        journal = Journal(
+            store,
+            state,
+            owner=me,
+            version=row.version,
+            claimed_at=claimed_at,
+            written_head=(row.head_seq, row.head_hash),  # what was verified, and taken up
+            witness=witness,
+        )
         final = await supervise(
             journal,
             edges,
