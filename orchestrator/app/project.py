@@ -80,8 +80,13 @@ class Project:
 
     def unended(self) -> Iterator[ExecutionRow]:
         """Those that have not ended, newest first. An ended execution's row says so (the
-        end and the row's status are written in one transaction): no log is read."""
-        return (row for row in self.executions() if row.status not in _END_STATUSES)
+        end and the row's status are written in one transaction): no log is read. One whose
+        log is not what its supervisor wrote (TAMPERED) never goes on: it is left out."""
+        return (
+            row
+            for row in self.executions()
+            if row.status not in _END_STATUSES and self.rewritten(row.execution_id) is None
+        )
 
     @property
     def shared(self) -> bool:

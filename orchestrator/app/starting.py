@@ -170,13 +170,10 @@ def _refuse_a_taken_branch(paths: RepoPaths, checked: PlanInRepo, integration: s
 
 
 def _unended_execution(project: Project, plan_name: str) -> tuple[str, str] | None:
-    """The newest execution of the plan that has not ended, and its status. One whose log
-    was rewritten (TAMPERED) will never go on: it is no reason to refuse a new one."""
+    """The newest execution of the plan that has not ended, and its status."""
     for row in project.unended():
         if row.plan_name == plan_name:
-            status = project.status_of(project.state(row.execution_id), row)
-            if status != "TAMPERED":
-                return row.execution_id, status
+            return row.execution_id, project.status_of(project.state(row.execution_id), row)
     return None
 
 

@@ -143,11 +143,6 @@ async def run_supervisor(
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:
             await trio.to_thread.run_sync(store.verify, execution_id)
-        # The chain holds; is it the log its supervisors wrote? (log_witness.py)
-        try:
-            await trio.to_thread.run_sync(witness.take_up, store, execution_id)
-        except OSError as error:  # the run does without the file: its appends are checked
-            log.warning("log_hashes_not_kept", path=str(witness.path), error=str(error))
         me = owner_token()
         claimed_at = time.monotonic()  # the lease runs from no later than this
         row = await trio.to_thread.run_sync(
@@ -159,6 +154,12 @@ async def run_supervisor(
                 handover_version=handover_version,
             )
         )
+        # The chain holds; is it the log its supervisors wrote? Asked as its owner: no
+        # other supervisor writes the file meanwhile (log_witness.py).
+        try:
+            await trio.to_thread.run_sync(witness.take_up, store, execution_id)
+        except OSError as error:  # the run does without the file: its appends are checked
+            log.warning("log_hashes_not_kept", path=str(witness.path), error=str(error))
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxPanes(created.tmux_socket)

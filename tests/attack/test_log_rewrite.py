@@ -80,3 +80,10 @@ def test_a_log_rewritten_under_its_supervisor_stops_the_run_at_its_next_write(
     resumed = on_store.run("resume", "--wait")
     assert resumed.returncode == 3, resumed.stderr
     assert "seq 0" in resumed.stderr
+    # What it left is found by its names, not by a log that may name anything; the work
+    # that is not merged stays.
+    short = status["execution_id"][-6:].lower()
+    cleaned = on_store.run("clean", short)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"killed tmux session {status['tmux_session']}" in cleaned.stdout
+    assert "kept a: worktree" in cleaned.stdout  # its agent's work, never committed
