@@ -145,7 +145,9 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
     out = console()
     out.print(status_header(document))
     if "tampered" in document:  # before the rows, which are what the rewritten log says
-        out.print(f"[bold red]not the log its supervisor wrote[/]: {escape(document['tampered'])}")
+        out.print(
+            f"[bold red]not the log its supervisor wrote[/]: {as_markup(document['tampered'])}"
+        )
     shown, left = shown_subtasks(document["subtasks"], every=every)
     if shown:
         _print_table(out, status_table(shown))
