@@ -36,6 +36,7 @@ _STATE_STYLE = {
     "FAILED": "red",
     "PAUSED": "yellow",
     "STOPPED": "magenta",
+    "TAMPERED": "bold red",
 }
 
 
@@ -143,6 +144,10 @@ def _status_note(document: dict[str, Any]) -> str:
 def status(document: dict[str, Any], *, every: bool = False) -> None:
     out = console()
     out.print(status_header(document))
+    if "tampered" in document:  # before the rows, which are what the rewritten log says
+        out.print(
+            f"[bold red]not the log its supervisor wrote[/]: {as_markup(document['tampered'])}"
+        )
     shown, left = shown_subtasks(document["subtasks"], every=every)
     if shown:
         _print_table(out, status_table(shown))

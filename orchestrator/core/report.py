@@ -47,7 +47,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         {
             **entry(v),
             "worktree": v.worktree,
-            "conflicts": [c.model_dump(mode="json", by_alias=True) for c in v.conflicts],
+            "conflicts": [c.document() for c in v.conflicts],
             "output": last_output(v),
         }
         for v in views

@@ -261,7 +261,7 @@ def resolutions(view: SubtaskView) -> list[dict[str, Any]]:
                 "subtask": view.id,
                 "attempt": attempt.number,
                 "merged_in": started.merged_in,
-                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in started.conflicts],
+                "conflicts": [c.document() for c in started.conflicts],
                 "outcome": outcome,
                 "reason": sentence_or_none(attempt.reason),
                 "commit": attempt.head_commit if check is not None else None,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.core.os_strings import as_bytes
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.invocation import GitResult, first_line, git, git_sync
 from orchestrator.git.repo import Identity
@@ -80,10 +81,11 @@ async def commit_tree(
     cwd: Path, tree: str, parents: Sequence[str], *, identity: Identity, message: str
 ) -> str:
     """A new commit of `tree` on `parents`, by `identity`, never signed (a signing prompt
-    would hang the supervisor); no ref moves."""
+    would hang the supervisor); no ref moves. The message as its bytes (`as_bytes`): an
+    agent's summary in it may hold any, even an escape in its JSON that stands for none."""
     made = await git(
         "commit-tree", "--no-gpg-sign", tree, *(a for p in parents for a in ("-p", p)),
-        "-F", "-", cwd=cwd, env=identity.env(), stdin=message.encode(errors="surrogateescape"),
+        "-F", "-", cwd=cwd, env=identity.env(), stdin=as_bytes(message),
     )  # fmt: skip
     return made.stdout.strip()
 

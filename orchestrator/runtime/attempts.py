@@ -91,7 +91,8 @@ def write_attempt_files(
 ) -> list[str]:
     """Write the prompt and the runner spec; return the pane's command line."""
     files.directory.mkdir(parents=True, exist_ok=True)
-    files.prompt.write_text(context.prompt, encoding="utf-8")
+    # A name that is not UTF-8 reaches the agent as the very bytes git gave (os_strings).
+    files.prompt.write_text(context.prompt, encoding="utf-8", errors="surrogateescape")
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
     env = without_secrets(

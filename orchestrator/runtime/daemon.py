@@ -17,6 +17,7 @@ import shlex
 import shutil
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import cast
 
@@ -49,6 +50,7 @@ from orchestrator.runtime.edge_adapters import (
 )
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.log_witness import LogWitness
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.placement import Placement, PlacementStore
 from orchestrator.runtime.state_reader import read_logged, read_state
@@ -136,7 +138,8 @@ async def run_supervisor(
     stop: StopMode | None = None,
 ) -> int:
     trusted(paths)  # found by the command that handed it over
-    with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+    witness = LogWitness.of(paths.git_common_dir, execution_id)
+    with open_store(store_url, git_common_dir=paths.git_common_dir) as store, closing(witness):
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:
             await trio.to_thread.run_sync(store.verify, execution_id)
@@ -151,6 +154,12 @@ async def run_supervisor(
                 handover_version=handover_version,
             )
         )
+        # The chain holds; is it the log its supervisors wrote? Asked as its owner: no
+        # other supervisor writes the file meanwhile (log_witness.py).
+        try:
+            await trio.to_thread.run_sync(witness.take_up, store, execution_id)
+        except OSError as error:  # the run does without the file: its appends are checked
+            log.warning("log_hashes_not_kept", path=str(witness.path), error=str(error))
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxPanes(created.tmux_socket)
@@ -176,7 +185,15 @@ async def run_supervisor(
             looks=GitWorktreeLooks(paths.toplevel) if placement is None else None,
             resolutions=GitConflictResolutions(identity),
         )
-        journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
+        journal = Journal(
+            store,
+            state,
+            owner=me,
+            version=row.version,
+            claimed_at=claimed_at,
+            written_head=(row.head_seq, row.head_hash),  # what was verified, and taken up
+            witness=witness,
+        )
         final = await supervise(
             journal,
             edges,
@@ -187,7 +204,10 @@ async def run_supervisor(
         )
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
-        await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
+        # A file name that is not UTF-8 is written as its bytes: it must not stop the end.
+        await trio.Path(report_path(Path(created.run_root))).write_text(
+            report, encoding="utf-8", errors="surrogateescape"
+        )
         await trio.to_thread.run_sync(
             write_html_report, store, execution_id, Path(created.run_root)
         )
@@ -223,7 +243,7 @@ def write_html_report(store: DurableExecutionStore, execution_id: str, run_root:
         )
         found = map_if_any(Path(state.created.repo_root), state)
         page = html_page(state, logged, document, now=time.time(), conflict_map=found)
-        html_report_path(run_root).write_text(page, encoding="utf-8")
+        html_report_path(run_root).write_text(page, encoding="utf-8", errors="surrogateescape")
     except Exception as error:
         log.warning("html_report_not_written", error=repr(error))
 

@@ -71,7 +71,7 @@ async def run_review_step(
         assert review.pr_command is not None
         body = Path(created.run_root) / PR_BODY
         text = to_markdown(build_report(state, "COMPLETED" if _all_merged(state) else "FAILED"))
-        await trio.Path(body).write_text(text, encoding="utf-8")
+        await trio.Path(body).write_text(text, encoding="utf-8", errors="surrogateescape")
         env["KAIRO_REPORT_FILE"] = str(body)
         command = review.pr_command
     result = await edges.processes.run_shell(
