@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from orchestrator.core.event_base import EventModel
+from orchestrator.core.guard import GuardBreached as GuardBreached
+from orchestrator.core.guard import GuardRecorded as GuardRecorded
 from orchestrator.core.merge_events import Conflict as Conflict
 from orchestrator.core.merge_events import DroppedHunk as DroppedHunk
 from orchestrator.core.merge_events import IntegrationChecked as IntegrationChecked
@@ -31,7 +33,8 @@ from orchestrator.core.upcasting import upcast
 #: 4: a name or text from git or an agent whose bytes are not UTF-8 is `{"base64": ...}`
 #:    (core/os_strings.py); nothing else changed, so no upcaster: a version 3 payload
 #:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
-SCHEMA_VERSION = 4
+#: 5: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
+SCHEMA_VERSION = 5
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 
@@ -366,7 +369,9 @@ ExecutionEvent = Annotated[
     | ResolutionStarted
     | ResolutionDeclined
     | OverlapFound
-    | SubtaskAssigned,
+    | SubtaskAssigned
+    | GuardRecorded
+    | GuardBreached,
     Field(discriminator="type"),
 ]
 

@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.guard import NOTHING_RESTORED, breach_documents, breach_lines
 from orchestrator.core.ids import attempt_output
 from orchestrator.core.inert_text import markdown_block, markdown_code, markdown_text
 from orchestrator.core.overlaps import overlap_documents, some_sentences
@@ -113,6 +114,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         report["resolutions"] = resolved
     if state.overlaps:
         report["overlaps"] = overlap_documents(state)
+    if state.breaches:
+        report["breaches"] = breach_documents(state.breaches)
     return report
 
 
@@ -222,6 +225,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["attempts"]:
         outputs = f"{report['run_root']}/<subtask>/<attempt>/output.log"
         lines.append(f"- agent output: {markdown_code(outputs)}")
+    if report.get("breaches"):  # first: it is what a reviewer must know before anything
+        lines += ["", "## Changes to what you own, found by the guard", ""]
+        lines += breach_lines(report["breaches"])
+        lines += ["", NOTHING_RESTORED]
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"][:MERGES_LISTED]:

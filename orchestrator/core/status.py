@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.guard import breach_documents
 from orchestrator.core.ids import attempt_output
 from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.reasons import sentence_or_none
@@ -86,6 +87,8 @@ def status_document(
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
     if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
         document["overlaps"] = overlap_documents(state)
+    if state.breaches:  # likewise: changes to what the user owns (core/guard.py)
+        document["breaches"] = breach_documents(state.breaches)
     return document
 
 

@@ -300,10 +300,19 @@ async def _await_attempt(
     record = await wait_for_exit(edges.panes, edges.processes, files, channel)
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         return [
-            await interrupt(edges, state, command.subtask_id, rerun_interrupted=False, cause="pane")
+            await interrupt(
+                edges, state, command.subtask_id, rerun_interrupted=False, cause="pane"
+            ),
+            *_breached(await edges.guard.compare("attempt", {command.subtask_id})),
         ]
     usage = await trio.to_thread.run_sync(read_usage, files)
-    return [exited(command.subtask_id, command.attempt, record, usage)]
+    # Its exit first: the breach, if any, then cuts an attempt that has exited.
+    breach = await edges.guard.compare("attempt", {command.subtask_id})
+    return [exited(command.subtask_id, command.attempt, record, usage), *_breached(breach)]
+
+
+def _breached(breach: ev.GuardBreached | None) -> list[ev.ExecutionEvent]:
+    return [breach] if breach is not None else []
 
 
 async def _run_verify(
@@ -327,13 +336,18 @@ async def _run_verify(
         timeout_s=state.spec(sid).limits.timeout_s,
         stop=edges.stop_now,
     )
+    # What the check left in the worktree is its own; elsewhere, what it changed is
+    # blamed on its subtask: it runs the agent's code too.
+    await edges.guard.settled(sid, command.attempt, Path(view.worktree))
+    breach = await edges.guard.compare("verify", {sid})
     return [
         ev.VerifyFinished(
             subtask_id=sid,
             attempt=command.attempt,
             exit_code=result.exit_code,
             output_tail=result.output[-OUTPUT_TAIL_BYTES:],
-        )
+        ),
+        *_breached(breach),
     ]
 
 

@@ -1,0 +1,173 @@
+"""An agent destroys or rewrites the user's history and git directory (issue 35, item 2):
+each change is named, with the command that restores it, its subtask fails, the run
+exits 1, and nothing the user had is lost to `git gc --prune=now`.
+
+Each test first shows the attack was real (the ref did move, the file is there): before
+the guard, every one of these runs ended COMPLETED with exit 0 and nothing said."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.attack.guarded_runs import (
+    GIT_DIR,
+    SHORT_ID,
+    breach_named,
+    failed_by_the_guard,
+    restore,
+    run_plan,
+    subtask,
+)
+from tests.e2e.conftest import Kairo, git
+
+pytestmark = [pytest.mark.slow, pytest.mark.reproduces("35.2")]
+
+
+def exists(repo: Path, oid: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", oid], cwd=repo).returncode == 0
+
+
+def ref(repo: Path, name: str) -> str | None:
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", name], cwd=repo, capture_output=True, text=True
+    )
+    return found.stdout.strip() or None
+
+
+def stash_entries(repo: Path) -> list[str]:
+    return git(repo, "stash", "list", "--format=%H %gs").splitlines()
+
+
+def test_a_deleted_branch_and_a_cleared_stash_outlive_gc_and_are_put_back(
+    kairo: Kairo, repo: Path
+) -> None:
+    # A branch whose commit (and file) nothing else reaches, not even HEAD's reflog, and
+    # two stash entries: all unreachable once the agent is done.
+    (repo / "feature.txt").write_text("only on feature\n")
+    git(repo, "add", "feature.txt")
+    tree = git(repo, "write-tree").strip()
+    git(repo, "reset", "-q")
+    (repo / "feature.txt").unlink()
+    feature = git(repo, "commit-tree", tree, "-p", "HEAD", "-m", "feature work").strip()
+    git(repo, "branch", "feature", feature)
+    for wip in ("first", "second"):
+        (repo / "README.md").write_text(f"project, {wip} try\n")
+        git(repo, "stash", "push", "-q", "-m", f"{wip} try")
+    stashed = stash_entries(repo)
+
+    done, status = run_plan(
+        kairo,
+        "history",
+        {"a": "git branch -D feature && git stash clear && git gc -q --prune=now && echo x > x"},
+    )
+
+    assert ref(repo, "refs/heads/feature") is None and stash_entries(repo) == []  # it was real
+    assert done.returncode == 1, done.stderr
+    failed_by_the_guard(status, "a", "refs/heads/feature was deleted")
+    assert status["status"] == "FAILED"
+    # Nothing lost to the gc: the guard's refs keep every commit, and the file's blob.
+    assert exists(repo, feature) and exists(repo, f"{feature}:feature.txt")
+    assert all(exists(repo, line.split()[0]) for line in stashed)
+    deleted = breach_named(status, "ref", "refs/heads/feature")
+    assert deleted["restore"] == f"git update-ref --no-deref refs/heads/feature {feature}"
+    dropped = [b for b in status["breaches"] if b["kind"] == "stash"]
+    assert [b["was"] for b in dropped] == ["On main: first try", "On main: second try"]
+    for breach in [deleted, *dropped]:  # in the order given: oldest stash entry first
+        restore(repo, breach)
+    assert ref(repo, "refs/heads/feature") == feature
+    assert stash_entries(repo) == stashed
+
+
+def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo: Path) -> None:
+    main = ref(repo, "refs/heads/main")
+
+    done, status = run_plan(
+        kairo,
+        "move-main",
+        {
+            "a": "echo evil > evil.txt && git add evil.txt && "
+            "git -c user.name=a -c user.email=a@b commit -qm evil && "
+            "git update-ref refs/heads/main HEAD"
+        },
+    )
+
+    moved = ref(repo, "refs/heads/main")
+    assert moved != main  # the user's checked-out branch really moved
+    assert done.returncode == 1, done.stderr
+    failed_by_the_guard(status, "a", "refs/heads/main moved")
+    breach = breach_named(status, "ref", "refs/heads/main")
+    assert (breach["was"], breach["now"]) == (main, moved)
+    restore(repo, breach)
+    assert ref(repo, "refs/heads/main") == main
+
+
+def test_a_branch_pushed_into_the_repository_is_named_and_removed(
+    kairo: Kairo, repo: Path
+) -> None:
+    done, status = run_plan(kairo, "push-in", {"a": "git push -q . HEAD:refs/heads/x && echo x > x"})
+
+    assert ref(repo, "refs/heads/x") is not None  # made
+    assert done.returncode == 1, done.stderr
+    failed_by_the_guard(status, "a", "refs/heads/x was created")
+    restore(repo, breach_named(status, "ref", "refs/heads/x"))
+    assert ref(repo, "refs/heads/x") is None
+
+
+def test_moving_a_siblings_branch_is_blamed_on_the_one_that_moved_it(
+    kairo: Kairo, repo: Path
+) -> None:
+    # b starts once a merged (it depends on it), and moves a's branch to its own head.
+    done, status = run_plan(
+        kairo,
+        "sibling",
+        {
+            "a": "echo a > a.txt",
+            "b": f"{SHORT_ID}; echo b > b.txt && git add b.txt && "
+            "git -c user.name=b -c user.email=b@b commit -qm b && "
+            'git update-ref "refs/heads/kairo-subtasks/sibling/$s/a" HEAD',
+        },
+        depends={"b": "a"},
+    )
+
+    a = subtask(status, "a")
+    branch = f"refs/heads/{a['branch']}"
+    assert ref(repo, branch) != a["head_commit"]  # moved
+    assert done.returncode == 1, done.stderr
+    assert a["state"] == "merged"
+    failed_by_the_guard(status, "b", f"{branch} moved")
+    restore(repo, breach_named(status, "branch", branch))
+    assert ref(repo, branch) == a["head_commit"]
+
+
+PLANTED = {
+    "a hook": (
+        f"{GIT_DIR}; printf '#!/bin/sh\\necho planted\\n' > $g/hooks/post-checkout && "
+        "chmod +x $g/hooks/post-checkout",
+        "hooks/post-checkout",
+    ),
+    "core.fsmonitor": (f"{GIT_DIR}; git config core.fsmonitor $g/../evil.sh", "config"),
+    "a merge driver in info/attributes": (
+        f"{GIT_DIR}; echo '* merge=evil' >> $g/info/attributes",
+        "info/attributes",
+    ),
+}
+
+
+@pytest.mark.parametrize("planted", list(PLANTED))
+def test_what_an_agent_plants_in_the_git_directory_is_named_and_taken_out(
+    kairo: Kairo, repo: Path, planted: str
+) -> None:
+    command, path = PLANTED[planted]
+    file = repo / ".git" / path
+    before = file.read_bytes() if file.exists() else None
+
+    done, status = run_plan(kairo, "plant", {"a": f"{command} && echo x > x"})
+
+    assert file.exists() and file.read_bytes() != before  # planted
+    assert done.returncode == 1, done.stderr
+    failed_by_the_guard(status, "a", str(file))
+    restore(repo, breach_named(status, "file", str(file)))
+    assert (file.read_bytes() if file.exists() else None) == before
