@@ -21,8 +21,10 @@ What is compared, by kind of change:
 - `checkout`: the files of the user's checkout git does not ignore, by content (a tree);
 - `index`: the checkout's index, by its entries;
 - `branch`: this execution's own branches, against where its log says they are;
-- `worktree`: this execution's worktrees: their link to the git directory, and their
-  files between an attempt's commit and what comes next.
+- `worktree`: the files of this execution's worktrees, between an attempt's commit and
+  what comes next (its merge, its next attempt);
+- `link`: this execution's worktrees' links to the git directory (their `.git` file, and
+  its `gitdir` and `commondir`), which must stay as git made them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from orchestrator.core.event_base import EventModel
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
 from orchestrator.core.inert_text import markdown_code, markdown_text
 
-ChangeKind = Literal["ref", "head", "stash", "file", "checkout", "index", "branch", "worktree"]
+ChangeKind = Literal[
+    "ref", "head", "stash", "file", "checkout", "index", "branch", "worktree", "link"
+]
 
 #: When a comparison ran: after an attempt's agent or check ended, before a merge step or
 #: a review step (a push, a pull request), at the end, or when a supervisor resumed.
@@ -119,6 +123,8 @@ class GuardChange(_Frozen):
     def sentence(self) -> str:
         """What changed, in a few words: "refs/heads/feature was deleted (it was at …)"."""
         what = _WHAT.get(self.kind, "{}").format(self.name)
+        if self.kind == "link":
+            return self.now or f"{what} was deleted"
         if self.kind == "stash":
             entry = f"{what} '{self.was or self.now}'"
             return f"{entry} was dropped" if self.now is None else f"{entry} was added"

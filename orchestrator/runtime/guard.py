@@ -414,7 +414,7 @@ class UserGuard:
             if problem is not None:
                 out.append(
                     GuardChange(
-                        kind="worktree",
+                        kind="link",
                         name=f"{worktree}/.git",
                         was="linked",
                         now=problem,

@@ -45,6 +45,12 @@ def subtask(status: Mapping[str, Any], subtask_id: str) -> dict[str, Any]:
     return next(s for s in status["subtasks"] if s["id"] == subtask_id)
 
 
+def worktree_of(repo: Path, status: Mapping[str, Any], subtask_id: str) -> Path:
+    """Where the subtask's worktree is (or was, before it was put aside)."""
+    short = status["execution_id"][-6:].lower()
+    return repo.parent / f"{repo.name}.kairo-worktrees" / short / subtask_id
+
+
 def breach_named(status: Mapping[str, Any], kind: str, name: str) -> dict[str, Any]:
     """The one change of `kind` to `name` that `status --json` lists."""
     found = [b for b in status.get("breaches", []) if (b["kind"], b["name"]) == (kind, name)]

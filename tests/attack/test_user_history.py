@@ -104,10 +104,10 @@ def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo:
     assert ref(repo, "refs/heads/main") == main
 
 
-def test_a_branch_pushed_into_the_repository_is_named_and_removed(
-    kairo: Kairo, repo: Path
-) -> None:
-    done, status = run_plan(kairo, "push-in", {"a": "git push -q . HEAD:refs/heads/x && echo x > x"})
+def test_a_branch_pushed_into_the_repository_is_named_and_removed(kairo: Kairo, repo: Path) -> None:
+    done, status = run_plan(
+        kairo, "push-in", {"a": "git push -q . HEAD:refs/heads/x && echo x > x"}
+    )
 
     assert ref(repo, "refs/heads/x") is not None  # made
     assert done.returncode == 1, done.stderr
