@@ -24,7 +24,8 @@ What is compared, by kind of change:
 - `worktree`: the files of this execution's worktrees, between an attempt's commit and
   what comes next (its merge, its next attempt);
 - `link`: this execution's worktrees' links to the git directory (their `.git` file, and
-  its `gitdir` and `commondir`), which must stay as git made them.
+  its `gitdir` and `commondir`), which must stay as git made them;
+- `unreadable`: something git could no longer read, which cannot be vouched for.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
 from orchestrator.core.inert_text import markdown_code, markdown_text
 
 ChangeKind = Literal[
-    "ref", "head", "stash", "file", "checkout", "index", "branch", "worktree", "link"
+    "ref", "head", "stash", "file", "checkout", "index", "branch", "worktree", "link", "unreadable"
 ]
 
 #: When a comparison ran: after an attempt's agent or check ended, before a merge step or
@@ -123,7 +124,7 @@ class GuardChange(_Frozen):
     def sentence(self) -> str:
         """What changed, in a few words: "refs/heads/feature was deleted (it was at …)"."""
         what = _WHAT.get(self.kind, "{}").format(self.name)
-        if self.kind == "link":
+        if self.kind in ("link", "unreadable"):
             return self.now or f"{what} was deleted"
         if self.kind == "stash":
             entry = f"{what} '{self.was or self.now}'"
@@ -202,12 +203,23 @@ def execution_of(ref: str) -> str | None:
         return parts[3]  # refs/kairo/<kind>/<short>/...
     if parts[:2] == ["refs", "kairo-remote"]:
         return named_short_id("/".join(parts[2:]))
+    if parts[:2] == ["refs", "remotes"]:  # a push of one (`review.push`) tracks it there
+        for start in range(3, len(parts)):  # a remote's name may hold slashes
+            short = named_short_id("/".join(parts[start:]))
+            if short is not None:
+                return short
     return None
 
 
 def is_ours(ref: str, owner: Ownership) -> bool:
-    """This execution's: its branches, its integration branch, its saved states."""
-    return ref == f"refs/heads/{owner.integration_branch}" or execution_of(ref) == owner.short_id
+    """This execution's: its branches, its integration branch (and what tracks it once
+    `review.push` pushed it), its saved states."""
+    integration = owner.integration_branch
+    if ref == f"refs/heads/{integration}":
+        return True
+    if ref.startswith("refs/remotes/") and ref.endswith(f"/{integration}"):
+        return True
+    return execution_of(ref) == owner.short_id
 
 
 def is_guarded(ref: str, owner: Ownership) -> bool:
@@ -427,10 +439,14 @@ IF_IT_WAS_YOU = (
 def reason_detail(breach: GuardBreached) -> str:
     """The suspect's reason: what changed, and how to put the first things back."""
     shown = breach.changes[:NAMED_IN_A_REASON]
-    said = "; ".join(f"{change.sentence()} (`{change.restore}` restores it)" for change in shown)
+    said = "; ".join(f"{change.sentence()} ({_restored_by(change)})" for change in shown)
     more = len(breach.changes) - len(shown)
     rest = f"; and {more} more (`kairo-orch status` lists them)" if more else ""
     return f"while its agent or check ran, {said}{rest}; {IF_IT_WAS_YOU}"
+
+
+def _restored_by(change: GuardChange) -> str:
+    return f"`{change.restore}` restores it" if change.restore else "no command restores it"
 
 
 def breach_documents(breaches: Sequence[GuardBreached]) -> list[dict[str, object]]:
@@ -456,6 +472,8 @@ def breach_lines(documents: Sequence[Mapping[str, object]]) -> list[str]:
     """The same as Markdown list items, each with its restoring command."""
     return [
         f"- {markdown_text(str(item['sentence']))}: {markdown_code(str(item['restore']))}"
+        if item["restore"]
+        else f"- {markdown_text(str(item['sentence']))}"
         for item in documents
     ]
 

@@ -298,7 +298,20 @@ class UserGuard:
         snapshots = user.TreeSnapshots(
             worktree, folder / f"{subtask_id}.index", Path(link.points_at) / "index"
         )
-        self._worktrees[subtask_id] = (attempt, await snapshots.tree(), snapshots)
+        try:
+            self._worktrees[subtask_id] = (attempt, await snapshots.tree(), snapshots)
+        except KairoError as error:  # taken at the next comparison
+            log.info("worktree_not_watched", subtask_id=subtask_id, error=error.message)
+            snapshots.forget()
+
+    def _still_watched(self, subtask_id: str, attempt: int) -> bool:
+        """Whether the log, as it is now, still has the worktree waiting: a comparison's
+        state is the one it began with, and a merge's worktree may have moved since."""
+        assert self._journal is not None
+        now = self._journal.state
+        return any(
+            (sid, number) == (subtask_id, attempt) for sid, number, _ in watched_worktrees(now)
+        )
 
     async def _compare_now(self, moment: Moment) -> ev.GuardBreached | None:
         assert self._journal is not None and self._record is not None
@@ -309,15 +322,7 @@ class UserGuard:
             found = await self._changes(state, self._record)
         except KairoError as error:  # what cannot be read cannot be vouched for
             log.warning("guard_could_not_compare", error=error.message)
-            found = [
-                GuardChange(
-                    kind="file",
-                    name=str(self._paths.git_common_dir),
-                    was=None,
-                    now=f"git could not read it: {error.message}",
-                    restore="none: look at it; git itself cannot read the repository",
-                ),
-            ]
+            found = [_unreadable(str(self._paths.git_common_dir), error)]
             new, _ = news(found, self._reported)
             self._reported.update({change.key: change.now for change in new})
         else:
@@ -445,10 +450,16 @@ class UserGuard:
             if user.read_link(worktree).points_at is None:
                 continue  # `_links` says what is wrong with it; git would not find it
             _, baseline, snapshots = known
-            tree = await snapshots.tree()
-            if tree == baseline:
+            try:
+                tree = await snapshots.tree()
+                found = (
+                    [] if tree == baseline else await user.tree_changes(worktree, baseline, tree)
+                )
+            except KairoError as error:
+                if self._still_watched(sid, attempt):
+                    out.append(_unreadable(path, error))
                 continue
-            for change in await user.tree_changes(worktree, baseline, tree):
+            for change in found:
                 out.append(
                     GuardChange(
                         kind="worktree",
@@ -460,6 +471,16 @@ class UserGuard:
                     )
                 )
         return out
+
+
+def _unreadable(name: str, error: KairoError) -> GuardChange:
+    return GuardChange(
+        kind="unreadable",
+        name=name,
+        was=None,
+        now=f"git could no longer read {name}: {error.message}",
+        restore="",
+    )
 
 
 def _digest(path: Path) -> str | None:
