@@ -171,3 +171,47 @@ def test_what_an_agent_plants_in_the_git_directory_is_named_and_taken_out(
     failed_by_the_guard(status, "a", str(file))
     restore(repo, breach_named(status, "file", str(file)))
     assert (file.read_bytes() if file.exists() else None) == before
+
+
+def test_a_run_that_leaves_the_users_things_alone_completes_and_clean_drops_its_guard(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    # All the guard records, busy but left alone: no false alarm.
+    git(repo, "tag", "-a", "-m", "release", "v1")
+    git(repo, "branch", "feature")
+    git(repo, "worktree", "add", "-q", str(tmp_path / "hotfix"), "-b", "hotfix")
+    (repo / "README.md").write_text("project, edited\n")
+    git(repo, "stash", "push", "-q", "-m", "wip")
+    (repo / "notes.txt").write_text("untracked\n")
+    (tmp_path / "extra.gitconfig").write_text("[alias]\n\tst = status\n")
+    git(repo, "config", "include.path", str(tmp_path / "extra.gitconfig"))
+
+    done, status = run_plan(kairo, "calm", {"a": "echo a > a", "b": "echo b > b"})
+
+    assert done.returncode == 0, done.stderr
+    assert "breaches" not in status and status["status"] == "COMPLETED"
+    guard = f"refs/kairo/guard/{status['execution_id'][-6:].lower()}/"
+    kept = git(repo, "for-each-ref", "--format=%(refname)", guard).split()
+    tag = git(repo, "rev-parse", "refs/tags/v1").strip()
+    assert f"{guard}snapshot" in kept and f"{guard}objects/{tag}" in kept
+    assert "deleted the guard's refs" in kairo.run("clean").stdout
+    assert git(repo, "for-each-ref", guard) == ""
+
+
+def test_clean_keeps_the_guard_refs_of_a_run_it_found_changes_in(kairo: Kairo, repo: Path) -> None:
+    (repo / "gone.txt").write_text("only here\n")
+    git(repo, "add", "gone.txt")
+    lost = git(repo, "commit-tree", git(repo, "write-tree").strip(), "-m", "lost").strip()
+    git(repo, "reset", "-q", "--hard")
+    git(repo, "branch", "lost", lost)
+
+    done, status = run_plan(kairo, "keep", {"a": "git branch -D lost && echo x > x"})
+
+    assert done.returncode == 1
+    guard = f"refs/kairo/guard/{status['execution_id'][-6:].lower()}/"
+    cleaned = kairo.run("clean")
+    assert "kept the guard's refs" in cleaned.stdout, cleaned.stdout
+    git(repo, "gc", "-q", "--prune=now")
+    assert exists(repo, lost)  # still there to restore
+    assert "deleted the guard's refs" in kairo.run("clean", "--force").stdout
+    assert git(repo, "for-each-ref", guard) == ""
