@@ -41,6 +41,11 @@ async def read_all_refs(cwd: Path) -> dict[str, RefTarget]:
     return refs
 
 
+def stash_log(common_dir: Path) -> Path:
+    """Where git keeps the stash's entries, for a look at whether they changed."""
+    return common_dir / "logs" / "refs" / "stash"
+
+
 async def read_stash(cwd: Path) -> tuple[StashEntry, ...]:
     """Every stash entry, oldest first: each is an entry of `refs/stash`'s reflog, which
     `git stash clear` or `drop` removes (and then the next gc, the commit)."""
@@ -220,24 +225,31 @@ class TreeSnapshots:
         self.worktree = worktree
         self.index = index
         self.seed = seed
-        self._written: str | None = None
+        self._written: str | None = None  # the digest of the index file we last left
+        self._tree: str | None = None  # ... and the tree it held
 
     async def tree(self) -> str:
         if self._written is None or _digest_of(self.index) != self._written:
-            self.index.parent.mkdir(parents=True, exist_ok=True)
-            if self.seed.exists():
-                shutil.copyfile(self.seed, self.index)
-            else:
-                self.index.unlink(missing_ok=True)
+            self._seed()
         env = {"GIT_INDEX_FILE": str(self.index)}
         await add_all_but(self.worktree, (), env=env)
-        tree = (await git("write-tree", cwd=self.worktree, env=env)).stdout.strip()
+        if self._tree is not None and _digest_of(self.index) == self._written:
+            return self._tree  # `add` left the index as it was: no file changed
+        self._tree = (await git("write-tree", cwd=self.worktree, env=env)).stdout.strip()
         self._written = _digest_of(self.index)
-        return tree
+        return self._tree
+
+    def _seed(self) -> None:
+        self.index.parent.mkdir(parents=True, exist_ok=True)
+        if self.seed.exists():
+            shutil.copyfile(self.seed, self.index)
+        else:
+            self.index.unlink(missing_ok=True)
+        self._tree = None
 
     def forget(self) -> None:
         self.index.unlink(missing_ok=True)
-        self._written = None
+        self._written = self._tree = None
 
 
 def _digest_of(path: Path) -> str | None:

@@ -32,6 +32,7 @@ from orchestrator.core.guard import (
     Moment,
     Ownership,
     PathChange,
+    StashEntry,
     UserState,
     branch_change,
     changes,
@@ -118,6 +119,7 @@ class UserGuard:
         self._checkout: user.TreeSnapshots | None = None
         self._checkout_paths: tuple[str, list[PathChange]] | None = None
         self._index_read: tuple[str | None, str] | None = None
+        self._stash_read: tuple[str | None, tuple[StashEntry, ...]] | None = None
         self._worktrees: dict[str, tuple[int, str, user.TreeSnapshots]] = {}
         self._integration_moved_to: list[str] = []
 
@@ -346,7 +348,7 @@ class UserGuard:
         found = UserState(
             refs=guarded,
             heads=self._read_heads(),
-            stash=await user.read_stash(paths.toplevel) if STASH in refs else (),
+            stash=await self._stash() if STASH in refs else (),
             files=facts,
             checkout=checkout,
             index=await self._index_entries(record),
@@ -357,6 +359,13 @@ class UserGuard:
         out += self._links(state)
         out += await self._watched_worktrees(state)
         return out
+
+    async def _stash(self) -> tuple[StashEntry, ...]:
+        """The stash's entries, read again only when the file that holds them changed."""
+        digest = _digest(user.stash_log(self._paths.git_common_dir))
+        if digest is None or self._stash_read is None or self._stash_read[0] != digest:
+            self._stash_read = (digest, await user.read_stash(self._paths.toplevel))
+        return self._stash_read[1]
 
     async def _index_entries(self, record: GuardRecord) -> str:
         """The index's entries, read again only when its file changed since last read."""
