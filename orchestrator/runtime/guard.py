@@ -120,6 +120,9 @@ class UserGuard:
         self._checkout_paths: tuple[str, list[PathChange]] | None = None
         self._index_read: tuple[str | None, str] | None = None
         self._stash_read: tuple[str | None, tuple[StashEntry, ...]] | None = None
+        # The checkout's tree, the index's entries and the worktrees' changes, as the last
+        # whole comparison found them (a merge step's looks at the rest alone).
+        self._checkout_seen: tuple[str, str, list[GuardChange]] | None = None
         self._worktrees: dict[str, tuple[int, str, user.TreeSnapshots]] = {}
         self._integration_moved_to: list[str] = []
 
@@ -267,14 +270,17 @@ class UserGuard:
 
     @asynccontextmanager
     async def moving_integration(self, moment: Moment) -> AsyncIterator[IntegrationMove]:
-        """Compare, then hold the guard while the caller moves the integration branch and
-        says where to (`IntegrationMove.heads`)."""
+        """Compare what a merge reads (refs, the git directory's files), then hold the
+        guard while the caller moves the integration branch and says where to
+        (`IntegrationMove.heads`). The checkout and the worktrees are compared as each
+        agent and check ends, which is when they can have changed: merge steps come one
+        after another, and looking at them again before each cost more than the rest."""
         if self._record is None:
             yield IntegrationMove(None)
             return
         self._asked += 1
         async with self._lock:
-            move = IntegrationMove(await self._compare_now(moment))
+            move = IntegrationMove(await self._compare_now(moment, files_too=False))
             try:
                 yield move
             finally:
@@ -315,13 +321,19 @@ class UserGuard:
             (sid, number) == (subtask_id, attempt) for sid, number, _ in watched_worktrees(now)
         )
 
-    async def _compare_now(self, moment: Moment) -> ev.GuardBreached | None:
+    async def _compare_now(
+        self, moment: Moment, *, files_too: bool = True
+    ) -> ev.GuardBreached | None:
+        """`files_too`: the checkout and the worktrees as well, or as last seen."""
         assert self._journal is not None and self._record is not None
-        self._served = self._asked
-        triggers, self._triggers = self._triggers, set()
+        if files_too:
+            self._served = self._asked
+            triggers, self._triggers = self._triggers, set()
+        else:
+            triggers = set(self._triggers)  # for the whole comparison still to come
         state = self._journal.state
         try:
-            found = await self._changes(state, self._record)
+            found = await self._changes(state, self._record, files_too=files_too)
         except KairoError as error:  # what cannot be read cannot be vouched for
             log.warning("guard_could_not_compare", error=error.message)
             found = [_unreadable(str(self._paths.git_common_dir), error)]
@@ -335,7 +347,9 @@ class UserGuard:
         log.warning("guard_breached", changes=len(new), suspects=blamed, moment=moment)
         return ev.GuardBreached(changes=tuple(new), subtask_ids=blamed, moment=moment)
 
-    async def _changes(self, state: ExecutionState, record: GuardRecord) -> list[GuardChange]:
+    async def _changes(
+        self, state: ExecutionState, record: GuardRecord, *, files_too: bool
+    ) -> list[GuardChange]:
         paths = self._paths
         refs = await user.read_all_refs(paths.toplevel)
         owner = self._ownership(state)
@@ -343,22 +357,31 @@ class UserGuard:
         watched = [Path(p) for p in record.watched_files]
         directories = [Path(p) for p in record.watched_directories]
         facts, _ = await trio.to_thread.run_sync(user.read_files, watched, directories)
-        assert self._checkout is not None
-        checkout = await self._checkout.tree()
+        if files_too:
+            assert self._checkout is not None
+            self._checkout_seen = (
+                await self._checkout.tree(),
+                await self._index_entries(record),
+                await self._watched_worktrees(state),
+            )
+        checkout, index, in_worktrees = self._checkout_seen or (
+            record.state.checkout,
+            record.state.index,
+            [],
+        )
         found = UserState(
             refs=guarded,
             heads=self._read_heads(),
             stash=await self._stash() if STASH in refs else (),
             files=facts,
             checkout=checkout,
-            index=await self._index_entries(record),
+            index=index,
         )
         out = changes(record, found, await self._checkout_changes(record, checkout))
         out += self._kept_refs(record, refs)
         out += self._own_branches(state, refs)
         out += self._links(state)
-        out += await self._watched_worktrees(state)
-        return out
+        return out + in_worktrees
 
     async def _stash(self) -> tuple[StashEntry, ...]:
         """The stash's entries, read again only when the file that holds them changed."""

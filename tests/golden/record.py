@@ -176,7 +176,7 @@ def guard_breached(s: Scratch) -> None:
         "  - id: calm\n"
         "  - id: deleter\n    agent: {run: 'git branch -D feature && echo x > x.txt'}\n"
         "  - id: writer\n    agent: {run: 'top=$(git worktree list --porcelain | sed -n "
-        "\"1s/^worktree //p\"); echo planted >> \"$top/f.txt\" && echo y > y.txt'}\n"
+        '"1s/^worktree //p"); echo planted >> "$top/f.txt" && echo y > y.txt\'}\n'
     )
     s.kairo("start", plan, "--wait")
 
