@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core.guard import FileFacts, PathChange, StashEntry
-from orchestrator.git.repo import Identity, add_all_but, git
+from orchestrator.errors import StepFailed
+from orchestrator.git.invocation import git
+from orchestrator.git.refs import commit_tree
+from orchestrator.git.repo import Identity, add_all_but, write_tree
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,9 @@ def stash_log(common_dir: Path) -> Path:
 async def read_stash(cwd: Path) -> tuple[StashEntry, ...]:
     """Every stash entry, oldest first: each is an entry of `refs/stash`'s reflog, which
     `git stash clear` or `drop` removes (and then the next gc, the commit)."""
-    result = await git("log", "-g", "--format=%H %gs", "refs/stash", "--", cwd=cwd, check=False)
+    result = await git(
+        "reflog", "show", "--format=%H %gs", "refs/stash", "--", cwd=cwd, check=False
+    )
     if result.returncode != 0:  # no stash (or one so broken that git cannot read it)
         return ()
     entries = []
@@ -231,11 +236,10 @@ class TreeSnapshots:
     async def tree(self) -> str:
         if self._written is None or _digest_of(self.index) != self._written:
             self._seed()
-        env = {"GIT_INDEX_FILE": str(self.index)}
-        await add_all_but(self.worktree, (), env=env)
+        await add_all_but(self.worktree, (), index=self.index)
         if self._tree is not None and _digest_of(self.index) == self._written:
             return self._tree  # `add` left the index as it was: no file changed
-        self._tree = (await git("write-tree", cwd=self.worktree, env=env)).stdout.strip()
+        self._tree = await write_tree(self.worktree, index=self.index)
         self._written = _digest_of(self.index)
         return self._tree
 
@@ -284,12 +288,11 @@ async def index_tree(worktree: Path, index: Path, scratch: Path) -> str | None:
     if not await trio.to_thread.run_sync(_copied, index, scratch):
         return None
     try:
-        written = await git(
-            "write-tree", cwd=worktree, env={"GIT_INDEX_FILE": str(scratch)}, check=False
-        )
+        return await write_tree(worktree, index=scratch)
+    except StepFailed:  # unmerged entries: no tree holds them
+        return None
     finally:
         await trio.Path(scratch).unlink(missing_ok=True)
-    return written.stdout.strip() if written.returncode == 0 else None
 
 
 def _copied(source: Path, to: Path) -> bool:
@@ -314,19 +317,7 @@ async def keep_reachable(
     """One commit of `tree` whose parents are `commits`, and a ref to it and to each of
     `others` (objects no commit reaches: annotated tags, trees), under `namespace`: what
     they reach survives any `gc` while the refs are there. (The commit, its ref names)."""
-    parents = [arg for oid in sorted(set(commits)) for arg in ("-p", oid)]
-    commit = (
-        await git(
-            "commit-tree",
-            "--no-gpg-sign",
-            tree,
-            *parents,
-            "-m",
-            message,
-            cwd=cwd,
-            env=identity.env(),
-        )
-    ).stdout.strip()
+    commit = await commit_tree(cwd, tree, sorted(set(commits)), identity=identity, message=message)
     refs = {f"{namespace}/snapshot": commit}
     refs.update({f"{namespace}/objects/{oid}": oid for oid in sorted(set(others))})
     lines = "".join(f"update {ref} {oid}\n" for ref, oid in refs.items())

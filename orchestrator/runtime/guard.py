@@ -53,7 +53,7 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
 from orchestrator.git import user_state as user
-from orchestrator.git.repo import Identity, RepoPaths
+from orchestrator.git.repo import Identity, RepoPaths, own_index, worktree_dirs
 
 if TYPE_CHECKING:
     from orchestrator.runtime.journal import Journal
@@ -299,18 +299,14 @@ class UserGuard:
 
     async def _watch(self, subtask_id: str, attempt: int, worktree: Path) -> None:
         assert self._journal is not None
-        link = user.read_link(worktree)
-        if link.points_at is None:
-            return
         folder = guard_folder(self._journal.state.created.run_root) / "worktrees"
-        snapshots = user.TreeSnapshots(
-            worktree, folder / f"{subtask_id}.index", Path(link.points_at) / "index"
-        )
         try:
+            seed = own_index(worktree_dirs(worktree))  # refused where its link was rewritten
+            snapshots = user.TreeSnapshots(worktree, folder / f"{subtask_id}.index", seed)
             self._worktrees[subtask_id] = (attempt, await snapshots.tree(), snapshots)
         except KairoError as error:  # taken at the next comparison
             log.info("worktree_not_watched", subtask_id=subtask_id, error=error.message)
-            snapshots.forget()
+            (folder / f"{subtask_id}.index").unlink(missing_ok=True)
 
     def _still_watched(self, subtask_id: str, attempt: int) -> bool:
         """Whether the log, as it is now, still has the worktree waiting: a comparison's
@@ -437,17 +433,18 @@ class UserGuard:
                 out.append(change)
         return out
 
-    def _links(self, state: ExecutionState) -> list[GuardChange]:
+    def _link_problem(self, worktree: Path) -> str | None:
+        resolved = worktree.resolve()
+        if not resolved.exists():
+            return None  # gone (a user removed it): git runs nothing there
+        link = user.read_link(resolved)
         common = str(self._paths.git_common_dir.resolve())
+        return link_problem(str(resolved), link.points_at, link.points_back, link.common, common)
+
+    def _links(self, state: ExecutionState) -> list[GuardChange]:
         out = []
         for sid, worktree in linked_worktrees(state):
-            resolved = Path(worktree).resolve()
-            if not resolved.exists():
-                continue  # gone (a user removed it): git runs nothing there
-            link = user.read_link(resolved)
-            problem = link_problem(
-                str(resolved), link.points_at, link.points_back, link.common, common
-            )
+            problem = self._link_problem(Path(worktree))
             if problem is not None:
                 out.append(
                     GuardChange(
@@ -479,8 +476,8 @@ class UserGuard:
             if known is None:
                 await self._watch(sid, attempt, worktree)
                 continue
-            if user.read_link(worktree).points_at is None:
-                continue  # `_links` says what is wrong with it; git would not find it
+            if self._link_problem(worktree) is not None:
+                continue  # `_links` says what is wrong with it; our git refuses it
             _, baseline, snapshots = known
             try:
                 tree = await snapshots.tree()
