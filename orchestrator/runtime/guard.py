@@ -147,18 +147,23 @@ class UserGuard:
                 if breach is not None:
                     await journal.append([breach])
                 return
-            await journal.append([self._lost_record(state, folder, problem)])
+            await journal.append([self._lost_record(state, folder, problem, triggers)])
         await journal.append([await self._take(state, folder)])
 
-    def _lost_record(self, state: ExecutionState, folder: Path, problem: str) -> ev.GuardBreached:
+    def _lost_record(
+        self, state: ExecutionState, folder: Path, problem: str, triggers: Collection[str]
+    ) -> ev.GuardBreached:
+        record = folder / "record.json"
         change = GuardChange(
-            kind="file",
-            name=str(folder / "record.json"),
+            kind="unreadable",
+            name=str(record),
             was=state.guard.record_sha256 if state.guard else None,
-            now=problem,
-            restore="none: what it recorded is not known any more; the guard records anew",
+            now=f"the guard's record {record} {problem}: what it guarded is not known any "
+            "more, and a new record is taken",
+            restore="",
         )
-        return ev.GuardBreached(changes=(change,), subtask_ids=suspects(state), moment="resume")
+        blamed = suspects(state, triggers)
+        return ev.GuardBreached(changes=(change,), subtask_ids=blamed, moment="resume")
 
     async def _take(self, state: ExecutionState, folder: Path) -> ev.GuardRecorded:
         paths = self._paths
@@ -537,8 +542,8 @@ def _read_record(folder: Path, recorded: ev.GuardRecorded) -> tuple[GuardRecord 
     try:
         content = (folder / "record.json").read_bytes()
     except OSError:
-        return None, "the record is gone"
+        return None, "is gone"
     digest = hashlib.sha256(content).hexdigest()
     if digest != recorded.record_sha256:
-        return None, f"the record was changed (its SHA-256 is now {digest})"
+        return None, f"was changed (its SHA-256 is now {digest})"
     return GuardRecord.model_validate_json(content), ""

@@ -7,7 +7,12 @@ the guard, every one of these runs ended COMPLETED with exit 0 and nothing said.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +29,18 @@ from tests.attack.guarded_runs import (
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = [pytest.mark.slow, pytest.mark.reproduces("35.2")]
+
+
+def wait_for(done: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def event_types(kairo: Kairo, execution_id: str) -> list[str]:
+    listed = kairo.run("events", execution_id, "--json").stdout.splitlines()
+    return [json.loads(line)["event_type"] for line in listed]
 
 
 def exists(repo: Path, oid: str) -> bool:
@@ -75,10 +92,66 @@ def test_a_deleted_branch_and_a_cleared_stash_outlive_gc_and_are_put_back(
     assert deleted["restore"] == f"git update-ref --no-deref refs/heads/feature {feature}"
     dropped = [b for b in status["breaches"] if b["kind"] == "stash"]
     assert [b["was"] for b in dropped] == ["On main: first try", "On main: second try"]
+    # Every view says each change with the command that restores it.
+    said = f"refs/heads/feature was deleted (it was at {feature[:12]})"
+    assert f"changed: {said}; {deleted['restore']}" in kairo.run("status").stdout
+    markdown = kairo.run("report", "--markdown").stdout
+    assert f"- {said}: `{deleted['restore']}`" in markdown
+    page = kairo.run("report", "--html").stdout
+    assert f"<li>{said}: <code>{deleted['restore']}</code></li>" in page
     for breach in [deleted, *dropped]:  # in the order given: oldest stash entry first
         restore(repo, breach)
     assert ref(repo, "refs/heads/feature") == feature
     assert stash_entries(repo) == stashed
+
+
+def test_a_change_made_while_no_supervisor_ran_is_found_by_the_resume(
+    kairo: Kairo, repo: Path
+) -> None:
+    # The supervisor is killed while the agent runs; the agent deletes a branch then. The
+    # resumed supervisor reads back the record taken at the start (never takes a new one).
+    git(repo, "branch", "feature")
+    plan = kairo.write_plan(
+        "version: 1\nname: unwatched\nagent: {kind: shell, run: 'true'}\nsubtasks:\n"
+        "  - id: a\n    agent: {run: 'sleep 2; git branch -D feature; echo x > x'}\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    runs = repo / ".git" / "kairo" / "runs"
+    wait_for(lambda: any(runs.glob("*/a/1/started.json")))
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: ref(repo, "refs/heads/feature") is None)  # done, unwatched
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 1, resumed.stderr
+    status = kairo.json("status")
+    failed_by_the_guard(status, "a", "refs/heads/feature was deleted")
+    assert breach_named(status, "ref", "refs/heads/feature")["found"] == "resume"
+    assert event_types(kairo, status["execution_id"]).count("guard_recorded") == 1
+
+
+def test_a_record_changed_while_no_supervisor_ran_is_said_and_taken_anew(
+    kairo: Kairo, repo: Path
+) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: tampered\nagent: {kind: shell, run: 'true'}\nsubtasks:\n"
+        "  - id: a\n    agent: {run: 'sleep 2; echo x > x'}\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    runs = repo / ".git" / "kairo" / "runs"
+    wait_for(lambda: any(runs.glob("*/a/1/started.json")))
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    (record,) = runs.glob("*/guard/record.json")
+    record.write_text(record.read_text().replace('"refs/heads/main"', '"refs/heads/mine"'))
+
+    resumed = kairo.run("resume", "--wait")
+
+    assert resumed.returncode == 1, resumed.stderr
+    status = kairo.json("status")
+    (breach,) = status["breaches"]
+    assert breach["kind"] == "unreadable" and breach["name"] == str(record)
+    assert breach["sentence"].startswith(f"the guard's record {record} was changed")
+    assert event_types(kairo, status["execution_id"]).count("guard_recorded") == 2
 
 
 def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo: Path) -> None:
