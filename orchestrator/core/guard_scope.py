@@ -52,15 +52,19 @@ class OwnBranch:
     logged: str  # where the log says it is
 
 
-def own_branches(state: ExecutionState, *, integration: bool) -> Iterator[OwnBranch]:
-    """The execution's branches that must be where its log says: each subtask's, but while
-    an attempt of its may still commit on it, and, with `integration`, the integration
-    branch (the caller knows that no merge is moving it)."""
-    if integration and state.integration_head is not None:
+def own_branches(state: ExecutionState, *, merged_too: bool = True) -> Iterator[OwnBranch]:
+    """The execution's branches that must be where its log says: the integration branch,
+    and each subtask's, but while an attempt of its may still commit on it. Without
+    `merged_too`, not those of merged subtasks, which nothing of the run reads again (at
+    a thousand subtasks, most of them: a look at them all at every comparison would cost
+    more than the rest)."""
+    if state.integration_head is not None:
         branch = state.created.integration_branch
         yield OwnBranch(None, f"refs/heads/{branch}", state.integration_head)
     for view in state.subtasks.values():
         if view.branch is None or view.head_commit is None:
+            continue
+        if view.state == "merged" and not merged_too:
             continue
         attempt = view.current_attempt
         if attempt is not None and not attempt.finished and not attempt.committed:

@@ -33,7 +33,8 @@ class RefTarget:
 
 
 async def read_all_refs(cwd: Path) -> dict[str, RefTarget]:
-    """Every ref of the repository (kairo-orch's own too), one git process."""
+    """Every ref of the repository (kairo-orch's own too) and what type of object it
+    points at, one git process: what the record keeps reachable, and how."""
     result = await git(
         "for-each-ref", "--format=%(refname)%00%(objectname)%00%(objecttype)%00%(symref)", cwd=cwd
     )
@@ -41,6 +42,18 @@ async def read_all_refs(cwd: Path) -> dict[str, RefTarget]:
     for line in result.stdout.splitlines():  # no ref name holds a newline or a NUL
         name, oid, type_, symref = line.split("\0")
         refs[name] = RefTarget(f"ref: {symref}" if symref else oid, oid, type_)
+    return refs
+
+
+async def read_ref_values(cwd: Path) -> dict[str, str]:
+    """Every ref of the repository, as `<oid>` or `ref: <target>`: what a comparison
+    needs. Without the objects' types, which git reads object by object (a fourth of the
+    time, at a thousand refs)."""
+    result = await git("for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", cwd=cwd)
+    refs: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        name, oid, symref = line.split("\0")
+        refs[name] = f"ref: {symref}" if symref else oid
     return refs
 
 

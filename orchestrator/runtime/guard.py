@@ -125,6 +125,8 @@ class UserGuard:
         self._checkout_seen: tuple[str, str, list[GuardChange]] | None = None
         self._worktrees: dict[str, tuple[int, str, user.TreeSnapshots]] = {}
         self._integration_moved_to: list[str] = []
+        self._whose: dict[str, bool] = {}  # ref name -> guarded
+        self._merged_branches_seen: list[GuardChange] = []
 
     # -- the record ---------------------------------------------------------------------
 
@@ -224,6 +226,13 @@ class UserGuard:
             refs=len(guarded),
             files=len(facts),
         )
+
+    def _guarded(self, ref: str, state: ExecutionState) -> bool:
+        """`is_guarded`, asked once a ref name: the same thousands come back each time."""
+        known = self._whose.get(ref)
+        if known is None:
+            known = self._whose[ref] = is_guarded(ref, self._ownership(state))
+        return known
 
     def _ownership(self, state: ExecutionState) -> Ownership:
         return Ownership(
@@ -334,7 +343,11 @@ class UserGuard:
             triggers = set(self._triggers)  # for the whole comparison still to come
         state = self._journal.state
         try:
-            found = await self._changes(state, self._record, files_too=files_too)
+            # Merged subtasks' branches at the moments that end a run or pick it up again.
+            merged_too = moment in ("end", "review", "resume")
+            found = await self._changes(
+                state, self._record, files_too=files_too, merged_too=merged_too
+            )
         except KairoError as error:  # what cannot be read cannot be vouched for
             log.warning("guard_could_not_compare", error=error.message)
             found = [_unreadable(str(self._paths.git_common_dir), error)]
@@ -349,12 +362,11 @@ class UserGuard:
         return ev.GuardBreached(changes=tuple(new), subtask_ids=blamed, moment=moment)
 
     async def _changes(
-        self, state: ExecutionState, record: GuardRecord, *, files_too: bool
+        self, state: ExecutionState, record: GuardRecord, *, files_too: bool, merged_too: bool
     ) -> list[GuardChange]:
         paths = self._paths
-        refs = await user.read_all_refs(paths.toplevel)
-        owner = self._ownership(state)
-        guarded = {name: ref.value for name, ref in refs.items() if is_guarded(name, owner)}
+        refs = await user.read_ref_values(paths.toplevel)
+        guarded = {name: value for name, value in refs.items() if self._guarded(name, state)}
         watched = [Path(p) for p in record.watched_files]
         directories = [Path(p) for p in record.watched_directories]
         facts, _ = await trio.to_thread.run_sync(user.read_files, watched, directories)
@@ -380,7 +392,7 @@ class UserGuard:
         )
         out = changes(record, found, await self._checkout_changes(record, checkout))
         out += self._kept_refs(record, refs)
-        out += self._own_branches(state, refs)
+        out += self._own_branches(state, refs, merged_too=merged_too)
         out += self._links(state)
         return out + in_worktrees
 
@@ -409,33 +421,37 @@ class UserGuard:
             self._checkout_paths = (tree, found)
         return self._checkout_paths[1]
 
-    def _kept_refs(
-        self, record: GuardRecord, refs: Mapping[str, user.RefTarget]
-    ) -> list[GuardChange]:
+    def _kept_refs(self, record: GuardRecord, refs: Mapping[str, str]) -> list[GuardChange]:
         """The guard's own refs: one deleted lets the next gc take what it kept."""
         out = []
         for ref, oid in record.kept.items():
-            found = refs.get(ref)
-            change = branch_change(None, ref, oid, found.value if found else None)
+            change = branch_change(None, ref, oid, refs.get(ref))
             if change is not None:
                 out.append(change.model_copy(update={"kind": "ref"}))
         return out
 
     def _own_branches(
-        self, state: ExecutionState, refs: Mapping[str, user.RefTarget]
+        self, state: ExecutionState, refs: Mapping[str, str], *, merged_too: bool
     ) -> list[GuardChange]:
+        """Without `merged_too`, merged subtasks' branches as last looked at."""
         moved = self._integration_moved_to
         if state.integration_head in moved:  # the log caught up with a merge step
             del moved[: moved.index(state.integration_head) + 1]
         out = []
-        for branch in own_branches(state, integration=True):
-            found = refs.get(branch.ref)
-            value = found.value if found else None
+        for branch in own_branches(state, merged_too=merged_too):
+            value = refs.get(branch.ref)
             if branch.subtask_id is None and value in moved:
                 continue  # a merge step moved it there, and its events are on their way
             change = branch_change(branch.subtask_id, branch.ref, branch.logged, value)
             if change is not None:
                 out.append(change)
+        if not merged_too:
+            return out + self._merged_branches_seen
+        self._merged_branches_seen = [
+            change
+            for change in out
+            if change.subtask_id is not None and state.subtask(change.subtask_id).state == "merged"
+        ]
         return out
 
     def _link_problem(self, worktree: Path) -> str | None:

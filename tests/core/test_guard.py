@@ -288,7 +288,7 @@ def test_own_branches_leave_out_those_an_attempt_may_still_commit_on() -> None:
     for sid in ("a", "b"):
         state = feed(state, world.answer(state, cmd.AwaitAttempt(subtask_id=sid, attempt=1)))
     state = feed(state, world.answer(state, cmd.CommitAttempt(subtask_id="a", attempt=1)))
-    branches = {b.subtask_id: b.logged for b in own_branches(state, integration=True)}
+    branches = {b.subtask_id: b.logged for b in own_branches(state)}
     assert branches == {None: state.integration_head, "a": "head-a"}
     assert [w[0] for w in watched_worktrees(state)] == ["a"]
 
