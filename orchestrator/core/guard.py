@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.core.event_base import EventModel
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
 from orchestrator.core.inert_text import markdown_code, markdown_text
+from orchestrator.core.os_strings import OsStr
 
 ChangeKind = Literal[
     "ref", "head", "stash", "file", "checkout", "index", "branch", "worktree", "link", "unreadable"
@@ -111,10 +112,11 @@ class GuardChange(_Frozen):
     it back. Values are oids, `ref: <target>`, stash messages, or content digests."""
 
     kind: ChangeKind
-    name: str
-    was: str | None
-    now: str | None
-    restore: str
+    # Names as git gives them (any bytes: `OsStr`), and what holds them.
+    name: OsStr
+    was: OsStr | None
+    now: OsStr | None
+    restore: OsStr
     subtask_id: str | None = None  # `branch` and `worktree`: the subtask whose they are
 
     @property

@@ -12,6 +12,7 @@ way; what it moved the branch to is accepted until the log says so.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 from collections.abc import AsyncIterator, Collection, Mapping
@@ -543,7 +544,9 @@ def _digest(path: Path) -> str | None:
 def _write_record(folder: Path, record: GuardRecord) -> str:
     """record.json, whole or not at all, and on disk before its event is appended."""
     folder.mkdir(parents=True, exist_ok=True)
-    content = record.model_dump_json().encode()
+    # Python's JSON, not pydantic's: a name git gives may hold any bytes (a lone surrogate
+    # in the str), which `ensure_ascii` writes as an escape and reads back the same.
+    content = json.dumps(record.model_dump(), ensure_ascii=True).encode()
     temporary = folder / "record.json.tmp"
     with open(temporary, "wb") as out:
         out.write(content)
@@ -562,4 +565,4 @@ def _read_record(folder: Path, recorded: ev.GuardRecorded) -> tuple[GuardRecord 
     digest = hashlib.sha256(content).hexdigest()
     if digest != recorded.record_sha256:
         return None, f"was changed (its SHA-256 is now {digest})"
-    return GuardRecord.model_validate_json(content), ""
+    return GuardRecord.model_validate(json.loads(content)), ""

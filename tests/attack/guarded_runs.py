@@ -3,7 +3,9 @@ the user's history (test_user_history.py) and checkout (test_checkout_writes.py)
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,14 +55,21 @@ def worktree_of(repo: Path, status: Mapping[str, Any], subtask_id: str) -> Path:
 
 def breach_named(status: Mapping[str, Any], kind: str, name: str) -> dict[str, Any]:
     """The one change of `kind` to `name` that `status --json` lists."""
-    found = [b for b in status.get("breaches", []) if (b["kind"], b["name"]) == (kind, name)]
+    wanted = (kind, os.fsencode(name))
+    found = [b for b in status.get("breaches", []) if (b["kind"], _name(b["name"])) == wanted]
     assert len(found) == 1, status.get("breaches")
     return found[0]
 
 
+def _name(value: str | Mapping[str, str]) -> bytes:
+    """A name's bytes from its JSON form: a string, or `{"base64": ...}` (cli.md)."""
+    return value.encode() if isinstance(value, str) else base64.b64decode(value["base64"])
+
+
 def restore(repo: Path, breach: Mapping[str, Any]) -> None:
     """Run the restoring command as a user would paste it, in their checkout."""
-    subprocess.run(breach["restore"], shell=True, cwd=repo, check=True, capture_output=True)
+    command = _name(breach["restore"])
+    subprocess.run(command, shell=True, cwd=repo, check=True, capture_output=True)
 
 
 def failed_by_the_guard(status: Mapping[str, Any], subtask_id: str, *named: str) -> None:

@@ -257,6 +257,9 @@ def test_a_run_that_leaves_the_users_things_alone_completes_and_clean_drops_its_
     git(repo, "stash", "push", "-q", "-m", "wip")
     (repo / "notes.txt").write_text("untracked\n")
     (tmp_path / "extra.gitconfig").write_text("[alias]\n\tst = status\n")
+    # Names that are not UTF-8, which git takes: recorded and compared as their bytes.
+    git(repo, "branch", os.fsdecode(b"caf\xe9"))
+    Path(os.fsdecode(bytes(repo) + b"/notes-\xff.txt")).write_text("untracked\n")
     git(repo, "config", "include.path", str(tmp_path / "extra.gitconfig"))
 
     done, status = run_plan(kairo, "calm", {"a": "echo a > a", "b": "echo b > b"})
@@ -288,3 +291,21 @@ def test_clean_keeps_the_guard_refs_of_a_run_it_found_changes_in(kairo: Kairo, r
     assert exists(repo, lost)  # still there to restore
     assert "deleted the guard's refs" in kairo.run("clean", "--force").stdout
     assert git(repo, "for-each-ref", guard) == ""
+
+
+def test_a_branch_whose_name_is_not_utf8_is_named_and_put_back(kairo: Kairo, repo: Path) -> None:
+    branch = os.fsdecode(b"caf\xe9")
+    git(repo, "branch", branch)
+    main = ref(repo, "refs/heads/main")
+
+    done, status = run_plan(
+        kairo, "latin", {"a": "git branch -D \"$(printf 'caf\\351')\" && echo x > x"}
+    )
+
+    assert ref(repo, f"refs/heads/{branch}") is None  # deleted
+    assert done.returncode == 1, done.stderr
+    assert subtask(status, "a")["state"] == "failed"
+    said = kairo.run("status").stdout  # the name shown escaped, as every name is
+    assert "guard_breached: while its agent or check ran, refs/heads/caf\\xe9 was deleted" in said
+    restore(repo, breach_named(status, "ref", f"refs/heads/{branch}"))
+    assert ref(repo, f"refs/heads/{branch}") == main
