@@ -11,7 +11,7 @@ price of a change nobody may make.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from orchestrator.core.continuation import needs_verify
@@ -46,30 +46,36 @@ def suspects(state: ExecutionState, triggers: Collection[str] = ()) -> tuple[str
 
 
 @dataclass(frozen=True)
-class OwnBranch:
+class MovedBranch:
     subtask_id: str | None  # None: the integration branch
     ref: str
     logged: str  # where the log says it is
+    found: str | None  # where it is (None: deleted)
 
 
-def own_branches(state: ExecutionState, *, merged_too: bool = True) -> Iterator[OwnBranch]:
-    """The execution's branches that must be where its log says: the integration branch,
-    and each subtask's, but while an attempt of its may still commit on it. Without
-    `merged_too`, not those of merged subtasks, which nothing of the run reads again (at
-    a thousand subtasks, most of them: a look at them all at every comparison would cost
-    more than the rest)."""
-    if state.integration_head is not None:
-        branch = state.created.integration_branch
-        yield OwnBranch(None, f"refs/heads/{branch}", state.integration_head)
+def moved_branches(state: ExecutionState, refs: Mapping[str, str]) -> list[MovedBranch]:
+    """The execution's branches not where its log says (`refs`: every ref, as found): the
+    integration branch, and each subtask's, but while an attempt of its may still commit
+    on it. One dictionary look a subtask where all is well: at a thousand subtasks, at
+    every comparison."""
+    moved = []
+    head = state.integration_head
+    if head is not None:
+        ref = f"refs/heads/{state.created.integration_branch}"
+        if refs.get(ref) != head:
+            moved.append(MovedBranch(None, ref, head, refs.get(ref)))
     for view in state.subtasks.values():
         if view.branch is None or view.head_commit is None:
             continue
-        if view.state == "merged" and not merged_too:
+        ref = "refs/heads/" + view.branch
+        found = refs.get(ref)
+        if found == view.head_commit:
             continue
         attempt = view.current_attempt
         if attempt is not None and not attempt.finished and not attempt.committed:
             continue  # its agent, or the step that commits for it, moves it
-        yield OwnBranch(view.id, f"refs/heads/{view.branch}", view.head_commit)
+        moved.append(MovedBranch(view.id, ref, view.head_commit, found))
+    return moved
 
 
 def linked_worktrees(state: ExecutionState) -> Iterator[tuple[str, str]]:

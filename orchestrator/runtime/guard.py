@@ -46,7 +46,7 @@ from orchestrator.core.guard import (
 from orchestrator.core.guard_scope import (
     link_problem,
     linked_worktrees,
-    own_branches,
+    moved_branches,
     suspects,
     watched_worktrees,
 )
@@ -127,7 +127,6 @@ class UserGuard:
         self._worktrees: dict[str, tuple[int, str, user.TreeSnapshots]] = {}
         self._integration_moved_to: list[str] = []
         self._whose: dict[str, bool] = {}  # ref name -> guarded
-        self._merged_branches_seen: list[GuardChange] = []
 
     # -- the record ---------------------------------------------------------------------
 
@@ -344,11 +343,7 @@ class UserGuard:
             triggers = set(self._triggers)  # for the whole comparison still to come
         state = self._journal.state
         try:
-            # Merged subtasks' branches at the moments that end a run or pick it up again.
-            merged_too = moment in ("end", "review", "resume")
-            found = await self._changes(
-                state, self._record, files_too=files_too, merged_too=merged_too
-            )
+            found = await self._changes(state, self._record, files_too=files_too)
         except KairoError as error:  # what cannot be read cannot be vouched for
             log.warning("guard_could_not_compare", error=error.message)
             found = [_unreadable(str(self._paths.git_common_dir), error)]
@@ -363,7 +358,7 @@ class UserGuard:
         return ev.GuardBreached(changes=tuple(new), subtask_ids=blamed, moment=moment)
 
     async def _changes(
-        self, state: ExecutionState, record: GuardRecord, *, files_too: bool, merged_too: bool
+        self, state: ExecutionState, record: GuardRecord, *, files_too: bool
     ) -> list[GuardChange]:
         paths = self._paths
         refs = await user.read_ref_values(paths.toplevel)
@@ -393,7 +388,7 @@ class UserGuard:
         )
         out = changes(record, found, await self._checkout_changes(record, checkout))
         out += self._kept_refs(record, refs)
-        out += self._own_branches(state, refs, merged_too=merged_too)
+        out += self._own_branches(state, refs)
         out += self._links(state)
         return out + in_worktrees
 
@@ -431,28 +426,17 @@ class UserGuard:
                 out.append(change.model_copy(update={"kind": "ref"}))
         return out
 
-    def _own_branches(
-        self, state: ExecutionState, refs: Mapping[str, str], *, merged_too: bool
-    ) -> list[GuardChange]:
-        """Without `merged_too`, merged subtasks' branches as last looked at."""
+    def _own_branches(self, state: ExecutionState, refs: Mapping[str, str]) -> list[GuardChange]:
         moved = self._integration_moved_to
         if state.integration_head in moved:  # the log caught up with a merge step
             del moved[: moved.index(state.integration_head) + 1]
         out = []
-        for branch in own_branches(state, merged_too=merged_too):
-            value = refs.get(branch.ref)
-            if branch.subtask_id is None and value in moved:
+        for branch in moved_branches(state, refs):
+            if branch.subtask_id is None and branch.found in moved:
                 continue  # a merge step moved it there, and its events are on their way
-            change = branch_change(branch.subtask_id, branch.ref, branch.logged, value)
+            change = branch_change(branch.subtask_id, branch.ref, branch.logged, branch.found)
             if change is not None:
                 out.append(change)
-        if not merged_too:
-            return out + self._merged_branches_seen
-        self._merged_branches_seen = [
-            change
-            for change in out
-            if change.subtask_id is not None and state.subtask(change.subtask_id).state == "merged"
-        ]
         return out
 
     def _link_problem(self, worktree: Path) -> str | None:

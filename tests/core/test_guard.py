@@ -26,7 +26,13 @@ from orchestrator.core.guard import (
     reported_in,
     restore_path,
 )
-from orchestrator.core.guard_scope import link_problem, own_branches, suspects, watched_worktrees
+from orchestrator.core.guard_scope import (
+    MovedBranch,
+    link_problem,
+    moved_branches,
+    suspects,
+    watched_worktrees,
+)
 from orchestrator.core.reasons import ReasonCode
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
@@ -281,15 +287,21 @@ def test_suspects_are_those_whose_agent_or_check_may_run() -> None:
     assert suspects(state) == ("a", "b") and suspects(state, {"c"}) == ("a", "b", "c")
 
 
-def test_own_branches_leave_out_those_an_attempt_may_still_commit_on() -> None:
+def test_own_branches_are_held_to_the_log_but_while_an_attempt_may_commit_on_them() -> None:
     world = World()
     state = start(plan(subtask("a"), subtask("b")))
     state = run_until(state, world, lambda s: all(v.current_attempt for v in s.subtasks.values()))
     for sid in ("a", "b"):
         state = feed(state, world.answer(state, cmd.AwaitAttempt(subtask_id=sid, attempt=1)))
     state = feed(state, world.answer(state, cmd.CommitAttempt(subtask_id="a", attempt=1)))
-    branches = {b.subtask_id: b.logged for b in own_branches(state)}
-    assert branches == {None: state.integration_head, "a": "head-a"}
+    integration = "refs/heads/kairo/p/abc"
+    where = {integration: state.integration_head, "refs/heads/b/a": "head-a"}
+    assert moved_branches(state, where) == []
+    # b's agent has exited but its commit step has not run: its branch is its own yet.
+    assert moved_branches(state, {**where, "refs/heads/b/b": C}) == []
+    assert moved_branches(state, {integration: state.integration_head}) == [
+        MovedBranch("a", "refs/heads/b/a", "head-a", None)
+    ]
     assert [w[0] for w in watched_worktrees(state)] == ["a"]
 
 
