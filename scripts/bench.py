@@ -177,7 +177,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
     "conflict_map_32": ("s", Target("<= 1.5 s", max_value=1.5)),
     "hosts_3x4_speedup": ("s", Target("ratio <= 0.4 (2.5x faster)", max_ratio=0.4)),
-    "guard_compare_ms": ("ms", Target("<= 100 ms", max_value=100)),
+    "guard_compare_ms": ("ms", Target("<= 50 ms", max_value=50)),
 }
 
 

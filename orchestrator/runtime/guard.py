@@ -4,9 +4,15 @@ and compares the repository with it after every attempt and check, before every 
 step and review step, and at the end (core/guard.py says what, and why).
 
 Comparisons take turns, and coalesce: one asked for while another runs is covered by
-the next to start, which serves every request made before it began. A merge step holds
-the guard while it moves the integration branch, so that no comparison sees it half
-way; what it moved the branch to is accepted until the log says so.
+the next to start, which serves every request made before it began. A merge step looks
+at what a merge reads (refs, the git directory's files), then holds the guard while it
+moves the integration branch, so that no comparison sees it half way; what it moved the
+branch to is accepted until the log says so.
+
+What a comparison costs: two git processes when nothing changed (`for-each-ref`, and an
+`add` into the guard's own index of the checkout, which rehashes only the files whose
+stat data changed), one more for each worktree waiting between its commit and its merge,
+and the git directory's few files read and hashed (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -99,6 +105,10 @@ def guard_folder(run_root: str) -> Path:
 
 
 class UserGuard:
+    """The guard of one execution's supervisor, on this host's repository. `running_
+    executions`: the short ids of the repository's other executions that have not ended,
+    whose refs are theirs to move."""
+
     def __init__(
         self,
         paths: RepoPaths,
