@@ -46,7 +46,7 @@ class Edges:
     #: world, where such a step fails.
     resolutions: ConflictResolutions | None = None
     #: Compares what the user owns with its record, after every attempt and check and
-    #: before every merge and review step (runtime/guard.py).
+    #: before every review step (runtime/guard.py).
     guard: Guard = field(default_factory=NoGuard)
 
 

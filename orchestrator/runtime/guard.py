@@ -1,13 +1,13 @@
 """The guard of what the user owns, at the edge: it takes the record before any agent
 runs (or reads it back on a resume), keeps every object of it reachable on guard refs,
-and compares the repository with it after every attempt and check, before every merge
-step and review step, and at the end (core/guard.py says what, and why).
+and compares the repository with it after every attempt and check, before every review
+step, at the end and on a resume (core/guard.py says what, and why).
 
 Comparisons take turns, and coalesce: one asked for while another runs is covered by
-the next to start, which serves every request made before it began. A merge step looks
-at what a merge reads (refs, the git directory's files), then holds the guard while it
-moves the integration branch, so that no comparison sees it half way; what it moved the
-branch to is accepted until the log says so.
+the next to start, which serves every request made before it began. A merge step holds
+the guard while it moves the integration branch, so that no comparison sees it half way
+(what it moved the branch to is accepted until the log says so), after the comparison
+any agent's or check's end asked for.
 
 What a comparison costs: two git processes when nothing changed (`for-each-ref`, and an
 `add` into the guard's own index of the checkout, which rehashes only the files whose
@@ -131,9 +131,6 @@ class UserGuard:
         self._checkout_paths: tuple[str, list[PathChange]] | None = None
         self._index_read: tuple[str | None, str] | None = None
         self._stash_read: tuple[str | None, tuple[StashEntry, ...]] | None = None
-        # The checkout's tree, the index's entries and the worktrees' changes, as the last
-        # whole comparison found them (a merge step's looks at the rest alone).
-        self._checkout_seen: tuple[str, str, list[GuardChange]] | None = None
         self._worktrees: dict[str, tuple[int, str, user.TreeSnapshots]] = {}
         self._integration_moved_to: list[str] = []
         self._whose: dict[str, bool] = {}  # ref name -> guarded
@@ -294,17 +291,20 @@ class UserGuard:
 
     @asynccontextmanager
     async def moving_integration(self, moment: Moment) -> AsyncIterator[IntegrationMove]:
-        """Compare what a merge reads (refs, the git directory's files), then hold the
-        guard while the caller moves the integration branch and says where to
-        (`IntegrationMove.heads`). The checkout and the worktrees are compared as each
-        agent and check ends, which is when they can have changed: merge steps come one
-        after another, and looking at them again before each cost more than the rest."""
+        """Hold the guard while the caller moves the integration branch and says where to
+        (`IntegrationMove.heads`), after a comparison if one was asked for and not made
+        yet: every agent's and check's end asks for one, so a merge step always follows
+        a look made after the last of them. It makes none of its own: what a merge reads
+        runs nothing of the repository's (git/invocation.py), the branch is moved by
+        compare-and-swap, and a look before each step would find only what an agent
+        still running did, which its own end finds and blames on it (a git process a
+        step, at a thousand subtasks, for nothing more)."""
         if self._record is None:
             yield IntegrationMove(None)
             return
-        self._asked += 1
         async with self._lock:
-            move = IntegrationMove(await self._compare_now(moment, files_too=False))
+            asked = self._served < self._asked
+            move = IntegrationMove(await self._compare_now(moment) if asked else None)
             try:
                 yield move
             finally:
@@ -341,19 +341,13 @@ class UserGuard:
             (sid, number) == (subtask_id, attempt) for sid, number, _ in watched_worktrees(now)
         )
 
-    async def _compare_now(
-        self, moment: Moment, *, files_too: bool = True
-    ) -> ev.GuardBreached | None:
-        """`files_too`: the checkout and the worktrees as well, or as last seen."""
+    async def _compare_now(self, moment: Moment) -> ev.GuardBreached | None:
         assert self._journal is not None and self._record is not None
-        if files_too:
-            self._served = self._asked
-            triggers, self._triggers = self._triggers, set()
-        else:
-            triggers = set(self._triggers)  # for the whole comparison still to come
+        self._served = self._asked
+        triggers, self._triggers = self._triggers, set()
         state = self._journal.state
         try:
-            found = await self._changes(state, self._record, files_too=files_too)
+            found = await self._changes(state, self._record)
         except KairoError as error:  # what cannot be read cannot be vouched for
             log.warning("guard_could_not_compare", error=error.message)
             found = [_unreadable(str(self._paths.git_common_dir), error)]
@@ -367,40 +361,28 @@ class UserGuard:
         log.warning("guard_breached", changes=len(new), suspects=blamed, moment=moment)
         return ev.GuardBreached(changes=tuple(new), subtask_ids=blamed, moment=moment)
 
-    async def _changes(
-        self, state: ExecutionState, record: GuardRecord, *, files_too: bool
-    ) -> list[GuardChange]:
+    async def _changes(self, state: ExecutionState, record: GuardRecord) -> list[GuardChange]:
         paths = self._paths
         refs = await user.read_ref_values(paths.toplevel)
         guarded = {name: value for name, value in refs.items() if self._guarded(name, state)}
         watched = [Path(p) for p in record.watched_files]
         directories = [Path(p) for p in record.watched_directories]
         facts, _ = await trio.to_thread.run_sync(user.read_files, watched, directories)
-        if files_too:
-            assert self._checkout is not None
-            self._checkout_seen = (
-                await self._checkout.tree(),
-                await self._index_entries(record),
-                await self._watched_worktrees(state),
-            )
-        checkout, index, in_worktrees = self._checkout_seen or (
-            record.state.checkout,
-            record.state.index,
-            [],
-        )
+        assert self._checkout is not None
+        checkout = await self._checkout.tree()
         found = UserState(
             refs=guarded,
             heads=self._read_heads(),
             stash=await self._stash() if STASH in refs else (),
             files=facts,
             checkout=checkout,
-            index=index,
+            index=await self._index_entries(record),
         )
         out = changes(record, found, await self._checkout_changes(record, checkout))
         out += self._kept_refs(record, refs)
         out += self._own_branches(state, refs)
         out += self._links(state)
-        return out + in_worktrees
+        return out + await self._watched_worktrees(state)
 
     async def _stash(self) -> tuple[StashEntry, ...]:
         """The stash's entries, read again only when the file that holds them changed."""

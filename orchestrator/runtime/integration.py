@@ -43,7 +43,7 @@ async def merge_subtasks(
     async with trio.open_nursery() as nursery:
         for sid in command.subtask_ids:
             nursery.start_soon(diffstat, sid)
-    # The guard looks before the step, and holds while the branch moves.
+    # The guard holds while the branch moves: no comparison sees it half way.
     async with edges.guard.moving_integration("merge") as moving:
         merged = await _merge_in_turn(edges, state, command, stats, moving.heads)
     return [*moving.events, *merged]
