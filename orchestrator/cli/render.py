@@ -139,6 +139,8 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
     for said in some_sentences(document.get("overlaps", [])):
         out.print(f"[yellow]overlap[/]: {escape(said)}")
+    for said in document.get("tampering", ()):
+        out.print(f"[red]written by another process[/]: {escape(said)}")
 
 
 def _print_table(out: Console, table: Table) -> None:

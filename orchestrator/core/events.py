@@ -27,9 +27,11 @@ from orchestrator.core.upcasting import upcast
 #: The shape of every payload written now; bumped with an upcaster (upcasting.py).
 #: 2: every `reason` is a Reason (a code and a detail), no longer a sentence.
 #: 3: `attempt_committed` says which paths the attempt and its branch changed.
-SCHEMA_VERSION = 3
+#: 4: `attempt_exited` says which of the runner's records another process changed.
+SCHEMA_VERSION = 4
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
+TamperedRecord = Literal["exit_record", "output_log"]
 
 
 class ExecutionCreated(EventModel):
@@ -128,6 +130,10 @@ class AttemptExited(EventModel):
     api_status: int | None = None  # the HTTP status of the last API error it met
     refusals: tuple[Refusal, ...] = ()
     summary: str = ""  # the agent's last message: its own account of the work
+    # The runner's records another process wrote while it ran (its run directory is the
+    # user's, which any agent may write): an exit record while the agent still ran (not
+    # taken as its exit), or the output log changed from what the runner wrote.
+    tampered: tuple[TamperedRecord, ...] = ()
 
 
 class VerifyFinished(EventModel):

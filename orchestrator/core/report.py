@@ -11,12 +11,11 @@ from typing import Any
 from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
-from orchestrator.core.ids import attempt_output
 from orchestrator.core.overlaps import overlap_documents, some_sentences
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions, resolutions_markdown
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.status import last_output
+from orchestrator.core.status import last_output, output_of, tampering
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
@@ -112,6 +111,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         report["resolutions"] = resolved
     if state.overlaps:
         report["overlaps"] = overlap_documents(state)
+    if tampered := tampering(state):
+        report["tampering"] = tampered
     return report
 
 
@@ -139,7 +140,7 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
         "refusals": refusals_in_words(attempt),
         "in_submodules": list(attempt.in_submodules),
         "resumed_session": attempt.resumed_session,
-        "output": attempt_output(attempt.run_dir),
+        "output": output_of(attempt),
     }
 
 
@@ -274,6 +275,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             "The log holds them (written before kairo-orch checked its moves, or edited by "
             "hand): what this report says is what the log says, as written.",
         ]
+    if report.get("tampering"):
+        lines += ["", "## Records of the agents' runners that another process wrote", ""]
+        lines += [f"- {said}" for said in report["tampering"]]
     if report.get("overlaps"):
         lines += ["", "## Overlaps seen while the agents worked", ""]
         lines += [f"- {said}" for said in some_sentences(report["overlaps"], OVERLAPS_LISTED)]

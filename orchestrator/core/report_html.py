@@ -121,8 +121,8 @@ def _header(
             f"{_when(gap.end)} ({duration(gap.end - gap.start)}): it was resumed"
             " (the hatched band on the timeline).</p>"
         )
-    for anomaly in report.get("anomalies", ()):
-        lines.append(f'<p class="note">{escape(anomaly)}</p>')
+    for said in (*report.get("anomalies", ()), *report.get("tampering", ())):
+        lines.append(f'<p class="note">{escape(said)}</p>')
     lines.append("</header>")
     return "".join(lines)
 

@@ -10,7 +10,7 @@ from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def effective_status(state: ExecutionState, *, supervisor_alive: bool) -> str:
@@ -76,7 +76,31 @@ def status_document(
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
     if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
         document["overlaps"] = overlap_documents(state)
+    if tampered := tampering(state):  # likewise
+        document["tampering"] = tampered
     return document
+
+
+def tampering(state: ExecutionState) -> list[str]:
+    """What other processes wrote of the runners' records, a sentence each, in plan order."""
+    said = []
+    for spec in state.plan.subtasks:
+        for attempt in state.subtask(spec.id).attempts:
+            said += [
+                f"{spec.id} attempt {attempt.number}: {_TAMPERED[record]}".format(
+                    log=attempt_output(attempt.run_dir)
+                )
+                for record in attempt.tampered
+            ]
+    return said
+
+
+_TAMPERED = {
+    "exit_record": "an exit record was written into its run folder by another process while "
+    "its agent still ran; it was not taken for the agent's exit",
+    "output_log": "its output log ({log}) was changed by another process: it is not what its "
+    "agent printed",
+}
 
 
 def _host(state: ExecutionState, view: SubtaskView) -> dict[str, Any]:
@@ -91,7 +115,12 @@ def _host(state: ExecutionState, view: SubtaskView) -> dict[str, Any]:
 def last_output(view: SubtaskView) -> str | None:
     """The file that holds all its last attempt's agent printed (its pane may be closed)."""
     attempt = view.current_attempt
-    return attempt_output(attempt.run_dir) if attempt is not None else None
+    return output_of(attempt) if attempt is not None else None
+
+
+def output_of(attempt: AttemptView) -> str | None:
+    """Its output log, unless another process changed it (`tampering` says so instead)."""
+    return None if "output_log" in attempt.tampered else attempt_output(attempt.run_dir)
 
 
 def _resolutions(view: SubtaskView) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import trio
 
@@ -18,13 +19,11 @@ def _check(execution_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["/bin/sh", "-c", "sleep 60 & wait"], env=env, start_new_session=True)
 
 
-async def test_the_checks_of_this_execution_are_ended_and_no_other() -> None:
+async def test_the_checks_of_this_execution_are_ended_and_no_other(tmp_path: Path) -> None:
     mine, theirs = _check("E-MINE"), _check("E-THEIRS")
     try:
         await trio.sleep(0.2)  # the shells have started their children
-        await LocalProcesses().end_leftovers(
-            {"KAIRO_EXECUTION_ID": "E-MINE", "KAIRO_CHECK": "integration"}
-        )
+        await LocalProcesses().end_leftovers("E-MINE", tmp_path)
         assert mine.wait(timeout=10) != 0  # ended by a signal
         assert theirs.poll() is None  # another execution's check runs on
         # and the child the shell started went with it (a zombie at most, where init does
