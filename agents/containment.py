@@ -7,11 +7,11 @@ descendant of the agent any more, so either outlived the attempt, `stop --now` a
 - **A cgroup v2 of the attempt's own**, made below the runner's own cgroup where the
   machine mounts cgroup2 (found in /proc/self/mountinfo) and this user may write there.
   The runner joins it just before it starts the agent and steps back out right after, so
-  that the agent and all it ever starts are in it (leaving needs write access to a cgroup
-  outside it, which a delegated user's processes have only to their own subtree, and
-  neither does anything of ours look anywhere else), and `cgroup.kill` ends them all at
-  once. The supervisor ends the same cgroup (`end_cgroup`) when the runner could not:
-  after a `stop --now`, a crash, at `clean`.
+  that the agent and all it ever starts are in it, whatever their session or parent
+  (only a process that moves itself into another cgroup leaves, on purpose: the user's
+  own processes may), and `cgroup.kill` ends them all at once. The supervisor ends the
+  same cgroup (`end_cgroup`) when the runner could not: after a `stop --now`, a crash,
+  at `clean`.
 - **Otherwise the runner as a child subreaper** (`prctl(PR_SET_CHILD_SUBREAPER)`): what
   the agent orphans is reparented to the runner instead of init, so the runner finds all
   of it among its descendants (/proc's `children` lists) and ends it. Only the runner's
@@ -137,7 +137,7 @@ class Cgroup:
         if signum == _SIGKILL:
             self.kill()
             return
-        for pid in self.pids():
+        for pid in self.pids() if self.populated() else ():
             try:
                 os.kill(pid, signum)
             except OSError:
@@ -168,7 +168,8 @@ class Cgroup:
         """Kill everything in it and remove it; whether it is gone."""
         deadline = time.monotonic() + seconds
         while True:
-            self.kill()
+            if self.populated():
+                self.kill()
             try:
                 os.rmdir(self.path)
             except FileNotFoundError:

@@ -35,10 +35,10 @@ and its stdin is /dev/null. Everything it starts is held with it (agents/contain
 in a cgroup v2 named `cgroup` below the runner's own, where one can be made and joined,
 and then `started_path` gives its path; otherwise by the runner as their subreaper. When
 the agent's own process exits, or the runner is signalled, all that is left of the attempt
-(its group, and whatever left the group) is sent SIGTERM, and SIGKILL after the grace or
-once the agent is done and its output closed; the exit record is written only once none
-of it runs: a worktree is committed and removed after the attempt, and nothing of the
-attempt may keep writing to it.
+(its group, and whatever left the group) is sent SIGTERM, and what still runs after the
+grace SIGKILL; the exit record is written only once none of it runs: a worktree is
+committed and removed after the attempt, and nothing of the attempt may keep writing to
+it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
 and sits in front of the agent's startup, 16 at once in a fan-out, on the cores that fill
@@ -234,18 +234,21 @@ class _Held:
         parent = own_cgroup() if cgroup_name else None
         if parent is not None and cgroup_name is not None:
             try:
-                # Joined by the runner, so that the agent is in it from its first instant.
                 cgroup = Cgroup.make(parent, cgroup_name)
-                cgroup.add()
-                self.cgroup, self._home = cgroup, Cgroup(parent)
             except OSError:  # not ours to write: a user without delegated cgroups
-                pass
+                cgroup = None
+            if cgroup is not None:
+                try:  # by the runner, so that the agent is in it from its first instant
+                    cgroup.add()
+                    self.cgroup, self._home = cgroup, Cgroup(parent)
+                except OSError:  # made, but not to be joined (controllers enabled above)
+                    cgroup.end()
         if self.cgroup is None and become_subreaper():
             self.subreaper = Subreaper()
 
-    def agent_started(self) -> None:
-        """The runner steps back out of the cgroup it shares with the agent only until now:
-        its end is the attempt's end (`cgroup.kill`), which the runner itself outlives."""
+    def step_out(self) -> None:
+        """The runner leaves the cgroup it shared with the agent only until the agent was
+        started: ending the cgroup (`cgroup.kill`) ends the attempt, not the runner."""
         if self.cgroup is not None and self._home is not None:
             try:
                 self._home.add()
@@ -379,7 +382,8 @@ def _supervise(
         if kill_at is not None:
             deadline = kill_at + DRAIN_SECONDS
         if left:  # nothing wakes us when they end: look again soon
-            deadline = min(deadline or now + 1.0, now + LEFT_POLL_SECONDS)
+            soon = now + LEFT_POLL_SECONDS
+            deadline = soon if deadline is None else min(deadline, soon)
         timeout = None if deadline is None else max(0.0, deadline - now)
         fds = [wake_r] if out_fd is None else [wake_r, out_fd]
         ready, _, _ = select.select(fds, [], [], timeout)
@@ -412,7 +416,6 @@ def run(spec: RunnerSpec) -> int:
     tee = _Tee(spec["output_log"])
     held = _Held(spec.get("cgroup"))
     started: dict[str, object] = {"pid": os.getpid(), "agent_pid": None, "pgid": None}
-    started["cgroup"] = held.cgroup.path if held.cgroup is not None else None
     started["pane_id"] = os.environ.get("TMUX_PANE")
     killed = False
     code: int
@@ -420,15 +423,14 @@ def run(spec: RunnerSpec) -> int:
     try:
         pid, out_fd = _spawn(spec["argv"], spec["cwd"], spec["env"])
     except OSError as exc:
-        held.agent_started()
-        held.end(None)
-        started["cgroup"] = None
+        held.step_out()
+        held.end(None)  # its cgroup, empty
         tee.start_digest()
         tee.write(f"kairo runner: cannot start {spec['argv'][0]!r}: {exc}\n".encode())
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+        write_json_atomic(spec["started_path"], {**started, "cgroup": None, "started_at": _now()})
     else:
-        held.agent_started()
+        held.step_out()
         started.update(agent_pid=pid, pgid=pid)
         started["cgroup"] = held.cgroup.path if held.cgroup is not None else None
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})

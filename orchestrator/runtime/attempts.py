@@ -196,11 +196,8 @@ def runner_state(files: RunFiles) -> RunnerState:
     pid = _runner_pid(files)
     if pid is None:
         return "gone"
-    return (
-        "with_agent"
-        if any(_leads_a_session(child) for child in children(pid))
-        else ("without_agent")
-    )
+    with_agent = any(_leads_a_session(child) for child in children(pid))
+    return "with_agent" if with_agent else "without_agent"
 
 
 def _runner_pid(files: RunFiles) -> int | None:
@@ -296,15 +293,15 @@ def _refusal(record: dict[str, Any]) -> Refusal:
 
 
 def exited(
-    subtask_id: str,
-    attempt: int,
-    record: ExitRecord,
-    usage: Usage,
-    *,
-    tampered: tuple[TamperedRecord, ...] = (),
+    files: RunFiles, subtask_id: str, attempt: int, record: ExitRecord, *, forged: bool = False
 ) -> AttemptExited:
     """The event that says how an attempt ended: its runner's record and its usage file,
-    and which of its records another process wrote."""
+    and which of its runner's records another process wrote (`forged`: an exit record was
+    found while its agent ran; and its output log, if it is not what the runner wrote)."""
+    usage = read_usage(files)
+    tampered: list[TamperedRecord] = ["exit_record"] if forged else []
+    if output_log_changed(files, record):
+        tampered.append("output_log")
     return AttemptExited(
         subtask_id=subtask_id,
         attempt=attempt,
@@ -321,5 +318,5 @@ def exited(
         api_status=usage.api_status,
         refusals=usage.refusals,
         summary=usage.summary,
-        tampered=tampered,
+        tampered=tuple(tampered),
     )

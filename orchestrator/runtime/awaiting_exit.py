@@ -59,6 +59,9 @@ async def wait_for_exit(
             if record is not None:
                 runner = await processes.runner_state(files)
                 if runner == "gone":
+                    # Read again: the runner's own record may have replaced the one read
+                    # before it ended.
+                    record = await trio.to_thread.run_sync(read_exit_record, files)
                     break
                 if runner == "with_agent" and record.stamp not in forged:
                     forged.add(record.stamp)

@@ -28,9 +28,7 @@ from orchestrator.git.refs import BranchExists, branch_ref
 from orchestrator.runtime import resolution
 from orchestrator.runtime.attempts import (
     exited,
-    output_log_changed,
     read_exit_record,
-    read_usage,
     render_prompt,
     write_attempt_files,
 )
@@ -314,12 +312,8 @@ async def _await_attempt(
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         return [await interrupt(edges, state, sid, rerun_interrupted=False, cause="pane")]
     await edges.processes.end_attempt(files, attempt_cgroup(state.execution_id, sid, number))
-    usage = await trio.to_thread.run_sync(read_usage, files)
-    tampered: list[ev.TamperedRecord] = ["exit_record"] if awaited.forged else []
-    if await trio.to_thread.run_sync(output_log_changed, files, record):
-        log.warning("output_log_changed", subtask_id=sid, attempt=number)
-        tampered.append("output_log")
-    return [exited(sid, number, record, usage, tampered=tuple(tampered))]
+    event = functools.partial(exited, files, sid, number, record, forged=awaited.forged)
+    return [await trio.to_thread.run_sync(event)]
 
 
 async def _run_verify(

@@ -133,7 +133,7 @@ async def run_shell(
                     await stop_group(group[0], grace=GRACE_S)
                 if procs is not None:
                     await end_check_cgroup(procs, GRACE_S)
-                elif scope is not None:
+                if scope is not None:  # and what left it, or never joined it, as marked
                     await end_marked(scope.marker)
         text = await trio.to_thread.run_sync(_read, output)
     if completed is not None:  # it ended on its own, even if a bound came just after

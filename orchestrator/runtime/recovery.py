@@ -29,7 +29,6 @@ from orchestrator.core.views import ACTIVE, SubtaskView
 from orchestrator.runtime.attempts import (
     RunFiles,
     exited,
-    output_log_changed,
     read_exit_record,
     read_usage,
     runner_ever_started,
@@ -85,12 +84,11 @@ async def _reconcile_attempt(
     if record is not None and not record.interrupted:
         cgroup = attempt_cgroup(state.execution_id, view.id, attempt.number)
         await edges.processes.end_attempt(files, cgroup)
-        usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
-        tampered: tuple[ev.TamperedRecord, ...] = ()
-        if await trio.to_thread.run_sync(output_log_changed, files, record):
-            tampered = ("output_log",)
-        return [*opened, exited(view.id, attempt.number, record, usage, tampered=tampered)]
+        return [
+            *opened,
+            await trio.to_thread.run_sync(exited, files, view.id, attempt.number, record),
+        ]
     if record is None and not opened and attempt.pane_id is None:
         # Its pane may have been opened just before the crash, its runner not yet started.
         pane = await edges.panes.pane_running(str(files.spec))
