@@ -12,11 +12,11 @@ the time (`date`).
   which holds nothing but the agent's process group.
 
 Each run starts K runners at once (1 by default; a fan-out starts 16), directly (no tmux,
-no wake-up), as `python -I -S -c ...` the way a pane starts one, the three ways in turn so
-that the machine's drift falls on all alike. A run's figures are its runners' CPU summed
-(their own and their agents', from wait4), the time until its last agent ran and until
-its last runner exited; the table gives their medians over N runs. bench.py's fan-out rows
-hold what the same costs in a whole start.
+no wake-up), as `python -I -S -c ...` the way a pane starts one, the three ways in turn
+(each first in turn) so that the machine's drift falls on all alike. A run's figures are
+its runners' CPU summed (their own and their agents', from wait4), the time until its
+last agent ran and until its last runner exited; the table gives their medians over N
+runs. bench.py's fan-out rows hold what the same costs in a whole start.
 """
 
 from __future__ import annotations
@@ -107,8 +107,11 @@ def main() -> int:
             ]
             for name, checkout in ways.items()
         }
-        for _ in range(args.runs):
-            for name in ways:
+        names = list(ways)
+        for run in range(args.runs):
+            # Each way first in turn: one leaves the kernel work (a removed cgroup's) that
+            # the next would otherwise always pay for.
+            for name in names[run % len(names) :] + names[: run % len(names)]:
                 cpu, ran, wall, cgroups = burst(commands[name])
                 figures[name].append((cpu, ran, wall))
                 made = made and (cgroups if name == "cgroup" else True)
