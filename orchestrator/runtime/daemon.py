@@ -193,6 +193,7 @@ async def run_supervisor(
             claimed_at=claimed_at,
             written_head=(row.head_seq, row.head_hash),  # what was verified, and taken up
             witness=witness,
+            redactor=edges.redactor,
         )
         final = await supervise(
             journal,

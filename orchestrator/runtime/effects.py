@@ -31,6 +31,7 @@ from orchestrator.runtime.attempts import (
     read_exit_record,
     read_usage,
     render_prompt,
+    scrub,
     write_attempt_files,
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
@@ -298,6 +299,7 @@ async def _await_attempt(
     files = attempt_files(state, command.subtask_id, command.attempt)
     channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
     record = await wait_for_exit(edges.panes, edges.processes, files, channel)
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         return [
             await interrupt(edges, state, command.subtask_id, rerun_interrupted=False, cause="pane")
