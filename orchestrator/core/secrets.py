@@ -38,40 +38,59 @@ _HINT_WORDS = frozenset(
 _OURS = "KAIRO_"
 
 #: A URL's userinfo with a password (group 2), whatever the scheme; the last `@` before
-#: the path ends it, so that a password holding an `@` is cut out whole.
-_URL_PASSWORD = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#]+)(@)")
-#: Tokens of well-known shapes, each a group named by what it is.
-_TOKEN_SHAPES = {
-    "GitHub token": r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
-    "GitLab token": r"\bglpat-[A-Za-z0-9_-]{20,}",
-    "Anthropic key": r"\bsk-ant-[A-Za-z0-9_-]{20,}",
-    # Mixed case and a digit: `sk-` and a long branch or package name is no key.
-    "OpenAI key": (
-        r"\bsk-(?:proj-|svcacct-|admin-)?"
-        r"(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])[A-Za-z0-9_-]{20,}"
-    ),
-    "AWS access key id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    "Slack token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    "npm token": r"\bnpm_[A-Za-z0-9]{36}\b",
-    "Stripe key": r"\b[rs]k_live_[A-Za-z0-9]{20,}",
-    "Google API key": r"\bAIza[0-9A-Za-z_-]{35}",
-    "Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
-    "JWT": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-}
-_GROUPS = {f"t{i}": label for i, label in enumerate(_TOKEN_SHAPES)}
-_TOKEN = re.compile("|".join(f"(?P<t{i}>{p})" for i, p in enumerate(_TOKEN_SHAPES.values())))
-_KEY_LABEL = r"-----(?:BEGIN|END) (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
-    re.DOTALL,
+#: the path ends it, so that a password holding an `@` is cut out whole. It starts at the
+#: `://`, a literal, which the regex engine finds fast: every output is searched.
+_URL_PASSWORD = re.compile(r"://([^\s/?#@:]*):([^\s/?#]+)@")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A credential's shape: what it is, the literals one of which each holds (searched
+    for first, far faster than the pattern), and the pattern."""
+
+    label: str
+    literals: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    def is_in(self, text: str) -> bool:
+        return any(literal in text for literal in self.literals)
+
+
+_GITHUB = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+_SHAPES = tuple(
+    _Shape(label, literals, re.compile(pattern))
+    for label, literals, pattern in (
+        ("GitHub token", _GITHUB, r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+        ("GitHub token", ("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
+        ("GitLab token", ("glpat-",), r"\bglpat-[A-Za-z0-9_-]{20,}"),
+        ("Anthropic key", ("sk-ant-",), r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+        # Mixed case and a digit: `sk-` and a long branch or package name is no key.
+        (
+            "OpenAI key",
+            ("sk-",),
+            r"\bsk-(?:proj-|svcacct-|admin-)?(?=[\w-]*[0-9])(?=[\w-]*[A-Z])(?=[\w-]*[a-z])"
+            r"[A-Za-z0-9_-]{20,}",
+        ),
+        ("AWS access key id", ("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+        ("Slack token", ("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+        ("npm token", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),
+        ("Stripe key", ("k_live_",), r"\b[rs]k_live_[A-Za-z0-9]{20,}"),
+        ("Google API key", ("AIza",), r"\bAIza[0-9A-Za-z_-]{35}"),
+        ("Hugging Face token", ("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),
+        ("JWT", ("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    )
 )
+_KEY_LITERAL = "PRIVATE KEY-----"
+_KEY = r"-----{} (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+_KEY_LINE = re.compile(_KEY.format("(?:BEGIN|END)"))
+_PRIVATE_KEY = re.compile(f"{_KEY.format('BEGIN')}.*?(?:{_KEY.format('END')}|\\Z)", re.DOTALL)
 #: The end of a key whose beginning was cut off (an output's tail starts mid-key).
-_KEY_END = re.compile(r"\A.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----", re.DOTALL)
+_KEY_END = re.compile(f"\\A.*?{_KEY.format('END')}", re.DOTALL)
 _RANDOM_LOOKING = re.compile(r"[A-Za-z0-9+/=_-]{16,}")
 
 #: Values shorter than this are withheld from agents but not cut out of text: `false`,
 #: a port, a short word would be cut out of everything.
-SHORTEST_REDACTED = 8
+_SHORTEST_REDACTED = 8
 #: The least of a secret's end (or beginning) that is cut off a text it starts (or ends)
 #: with: an output's tail may begin in the middle of a secret.
 _SHORTEST_PIECE = 6
@@ -85,7 +104,11 @@ def secret_name(name: str) -> bool:
 def credential_in(value: str) -> bool:
     """Whether `value` holds a credential of a shape that says so: a URL with a password,
     a well-known token, a private key."""
-    return bool(_URL_PASSWORD.search(value) or _TOKEN.search(value) or re.search(_KEY_LABEL, value))
+    return bool(
+        ("://" in value and _URL_PASSWORD.search(value))
+        or any(shape.is_in(value) and shape.pattern.search(value) for shape in _SHAPES)
+        or (_KEY_LITERAL in value and _KEY_LINE.search(value))
+    )
 
 
 def is_secret(name: str, value: str) -> bool:
@@ -113,17 +136,17 @@ def secrets_of(environment: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in environment.items() if is_secret(name, value)}
 
 
-def url_passwords(value: str) -> list[str]:
+def _url_passwords(value: str) -> list[str]:
     """The passwords of the URLs in `value`."""
     return [found.group(2) for found in _URL_PASSWORD.finditer(value)]
 
 
-def redactable(value: str) -> bool:
+def _redactable(value: str) -> bool:
     """Whether `value` is long enough to be cut out of text as it is."""
-    return len(value) >= SHORTEST_REDACTED
+    return len(value) >= _SHORTEST_REDACTED
 
 
-def mark(name: str) -> str:
+def _mark(name: str) -> str:
     """What a secret value is replaced by: the name of the variable that holds it."""
     return f"[redacted: {name}]"
 
@@ -142,8 +165,8 @@ class Redactor:
         apart, and the password of each URL in one."""
         found: dict[str, str] = {}  # value -> the first name that holds it
         for name, value in secrets_of(environment).items():
-            for piece in (value, *url_passwords(value)):
-                if redactable(piece):
+            for piece in (value, *_url_passwords(value)):
+                if _redactable(piece):
                     found.setdefault(piece, name)
         ordered = sorted(found.items(), key=lambda item: -len(item[0]))
         return cls(tuple((name, value) for value, name in ordered))
@@ -155,11 +178,16 @@ class Redactor:
         text = self._cut_pieces(text)  # first: a piece may hold a whole shorter value
         for name, value in self.known:
             if value in text:
-                text = text.replace(value, mark(name))
-        text = _URL_PASSWORD.sub(r"\1[redacted: password]\3", text)
-        text = _TOKEN.sub(_token_mark, text)
-        text = _PRIVATE_KEY.sub(mark("private key"), text)
-        return _KEY_END.sub(mark("private key"), text)
+                text = text.replace(value, _mark(name))
+        if "://" in text:
+            text = _URL_PASSWORD.sub(r"://\1:[redacted: password]@", text)
+        for shape in _SHAPES:
+            if shape.is_in(text):
+                text = shape.pattern.sub(_mark(shape.label), text)
+        if _KEY_LITERAL in text:
+            text = _PRIVATE_KEY.sub(_mark("private key"), text)
+            text = _KEY_END.sub(_mark("private key"), text)
+        return text
 
     def _cut_pieces(self, text: str) -> str:
         """A text that starts with the end of a known value, or ends with its beginning (a
@@ -167,10 +195,10 @@ class Redactor:
         for name, value in self.known:
             size = _end_it_starts_with(text, value)
             if size:
-                text = mark(name) + text[size:]
+                text = _mark(name) + text[size:]
             size = _beginning_it_ends_with(text, value)
             if size:
-                text = text[:-size] + mark(name)
+                text = text[:-size] + _mark(name)
         return text
 
 
@@ -200,8 +228,3 @@ def _beginning_it_ends_with(text: str, value: str) -> int:
             return at + _SHORTEST_PIECE
         at = value.rfind(tail, 0, at + _SHORTEST_PIECE - 1)
     return 0
-
-
-def _token_mark(found: re.Match[str]) -> str:
-    assert found.lastgroup is not None
-    return mark(_GROUPS[found.lastgroup])

@@ -173,8 +173,8 @@ def scrub(files: RunFiles, secrets: Iterable[tuple[str, str]]) -> None:
 
 
 def _scrub_file(path: Path, needles: list[tuple[str, bytes]]) -> None:
-    """`path` with the needles cut out, replaced whole, if it holds any (most do not:
-    they are read once, written never)."""
+    """`path` with the needles cut out, if it holds any: only then is it written (a new
+    file put in its place), and most hold none."""
     try:
         source = path.open("rb")
     except FileNotFoundError:

@@ -267,9 +267,10 @@ async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str
     base, head = view.start_commit, attempt.start_commit
     commits = await edges.repository.commits_between(base, head)
     stat = await edges.repository.diffstat(base, head) if commits else None
-    return earlier_attempts_section(
+    section = earlier_attempts_section(
         view, [str(c) for c in commits], stat.text if stat is not None else ""
     )
+    return edges.redactor.text(section)  # an agent's own commit message may quote a secret
 
 
 def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
