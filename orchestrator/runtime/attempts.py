@@ -122,6 +122,9 @@ def write_attempt_files(
     # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.
     env.update(expand(agent_templates(spec.agent), base))
     secrets = secrets_of(env)
+    key_env = spec.agent.endpoint.key_env if spec.agent.endpoint else None
+    if key_env is not None and key_env in env:  # codex gets its endpoint key under that name
+        secrets[key_env] = env[key_env]
     runner_spec: dict[str, Any] = {
         "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
         "cwd": context.worktree,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.base import AttemptContext
-from orchestrator.core.plan import AgentSpec, ResolvedSubtask, SandboxSpec
+from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
 from orchestrator.runtime.sandbox import (
@@ -111,6 +111,16 @@ def test_the_runner_spec_holds_no_secret_the_credentials_file_its_agent_s_own(
     assert spec["credentials_path"] == str(files.credentials) and spec["env"]["PATH"] == "/bin"
     assert taken == {"env": {"ANTHROPIC_API_KEY": KEY}, "redact": [["ANTHROPIC_API_KEY", KEY]]}
     assert stat.S_IMODE(files.credentials.stat().st_mode) == 0o600
+
+
+def test_codex_s_endpoint_key_is_a_secret_whatever_the_plan_names_it(tmp_path: Path) -> None:
+    # codex reads its endpoint's key from the variable `key_env` names, which may be named
+    # and valued like anything else.
+    endpoint = Endpoint(url="http://127.0.0.1:8080/v1", key_env="GATEWAY")
+    files = attempt_files(tmp_path, AgentSpec(kind="codex", endpoint=endpoint), GATEWAY="plainword")
+
+    assert "GATEWAY" not in json.loads(files.spec.read_text())["env"]
+    assert json.loads(files.credentials.read_text())["env"] == {"GATEWAY": "plainword"}
 
 
 def test_an_agent_with_no_secret_gets_no_credentials_file(tmp_path: Path) -> None:
