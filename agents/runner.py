@@ -21,13 +21,24 @@ The spec (written by the supervisor; keys marked ? are optional):
 
     {"argv": [str, ...], "cwd": str, "env": {str: str}, "output_log": str,
      "started_path": str, "exit_path": str, "tmux_socket": str|null,
-     "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float}
+     "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float,
+     "credentials_path"?: str}
 
-The agent gets exactly `env` (the supervisor's, not the pane's, which is the tmux
-server's), runs in `cwd` in a new session, so its process group can be signalled as one,
-and its stdin is /dev/null. When the agent's own process exits, whatever is left of its
-group is sent SIGTERM and then SIGKILL too: a worktree is committed and removed after the
-attempt, and nothing of the attempt may keep writing to it.
+The agent gets exactly `env` (the supervisor's choice, not the pane's, which is the tmux
+server's) and the variables of its credentials file, runs in `cwd` in a new session, so
+its process group can be signalled as one, and its stdin is /dev/null. The spec holds no
+secret: the agent's own (its API key, what the plan passes it) are in the credentials file
+
+    {"env": {str: str}, "redact": [[name, value], ...]}
+
+which the supervisor writes for this runner alone and the runner removes as it reads it,
+before the agent starts; what the agent prints of `redact` is cut out of its output (the
+pane, the log, the exit record's tail) as it streams (agents/redaction.py). A runner that
+finds no such file starts no agent (exit 126): another process took it.
+
+When the agent's own process exits, whatever is left of its group is sent SIGTERM and
+then SIGKILL too: a worktree is committed and removed after the attempt, and nothing of
+the attempt may keep writing to it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
 and sits in front of the agent's startup, 16 at once in a fan-out, on the cores that fill
@@ -39,7 +50,7 @@ behind the code").
 
 # pathlib would be a visible part of the runner's startup; os.path is free. contextlib likewise
 # (collections, functools); a try/except-pass is free:
-# ruff: noqa: PTH100, PTH113, PTH118, PTH120, SIM105
+# ruff: noqa: PTH100, PTH108, PTH113, PTH118, PTH120, SIM105
 
 from __future__ import annotations
 
@@ -49,6 +60,7 @@ import select
 import sys
 import time
 
+from agents.redaction import StreamRedactor
 from agents.runner_records import PRIVATE, json_loads, write_all, write_json_atomic
 
 TYPE_CHECKING = False  # the `typing` import costs ~2 ms, a seventh of the runner's startup
@@ -68,6 +80,7 @@ if TYPE_CHECKING:
         title: str
         tmux_bin: NotRequired[str]
         grace_seconds: NotRequired[float]
+        credentials_path: NotRequired[str]
 
 else:
     import _signal as signal  # signal's C half, without its IntEnums (and `enum`)
@@ -136,12 +149,16 @@ class _Tee:
         self.tail = bytearray()
         self.pane_fd: int | None = 1
         self.log_fd: int | None = None
+        self.redactor: StreamRedactor | None = None  # once the agent has credentials
         try:
             self.log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
         except OSError as exc:  # the attempt still runs; its tail says why there is no log
             self.write(f"kairo runner: cannot open the output log: {exc}\n".encode())
 
     def write(self, data: bytes) -> None:
+        self._copy(data if self.redactor is None else self.redactor.feed(data))
+
+    def _copy(self, data: bytes) -> None:
         self.tail += data
         if len(self.tail) > 2 * TAIL_BYTES:
             del self.tail[:-TAIL_BYTES]
@@ -156,6 +173,8 @@ class _Tee:
                 setattr(self, attr, None)
 
     def close(self) -> None:
+        if self.redactor is not None:  # the end of the stream: nothing held back is a secret
+            self._copy(self.redactor.flush())
         if self.log_fd is not None:
             try:
                 os.fsync(self.log_fd)
@@ -168,6 +187,40 @@ class _Tee:
         while tail and tail[0] & 0xC0 == 0x80:  # do not start inside a UTF-8 sequence
             tail = tail[1:]
         return tail.decode("utf-8", "replace")
+
+
+class _NoCredentials(Exception):
+    """The agent's credentials file was not there to take, or not whole."""
+
+
+def _take_credentials(path: str | None, tee: _Tee) -> dict[str, str]:
+    """The variables only this agent may have (its API key, what the plan passes it), from
+    the file the supervisor wrote for this runner: removed as it is read, so that no file
+    keeps them; from now on, what the agent prints of them is cut out of its output."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as credentials:
+            os.unlink(path)
+            raw = json_loads(credentials.read())
+    except (OSError, ValueError) as exc:
+        raise _NoCredentials(f"its credentials are not in {path} ({exc})") from None
+    try:
+        env, redact = raw["env"], raw["redact"]  # type: ignore[index]
+        secrets = [(str(name), value.encode()) for name, value in redact]
+        given = _variables(env)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise _NoCredentials(f"its credentials file {path} is malformed ({exc!r})") from None
+    tee.redactor = StreamRedactor(secrets)
+    return given
+
+
+def _variables(found: object) -> dict[str, str]:
+    if not isinstance(found, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in found.items()
+    ):
+        raise TypeError("not a map of names to values")
+    return found
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -302,8 +355,9 @@ def run(spec: RunnerSpec) -> int:
     code: int
     sig: int | None = None
     try:
-        pid, out_fd = _spawn(spec["argv"], spec["cwd"], spec["env"])
-    except OSError as exc:
+        env = {**spec["env"], **_take_credentials(spec.get("credentials_path"), tee)}
+        pid, out_fd = _spawn(spec["argv"], spec["cwd"], env)
+    except (OSError, _NoCredentials) as exc:
         tee.write(f"kairo runner: cannot start {spec['argv'][0]!r}: {exc}\n".encode())
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from orchestrator.core.event_base import EventModel
+from orchestrator.core.event_base import EventModel, MaybePrinted, Printed
 from orchestrator.core.merge_events import Conflict as Conflict
 from orchestrator.core.merge_events import DroppedHunk as DroppedHunk
 from orchestrator.core.merge_events import IntegrationChecked as IntegrationChecked
@@ -108,8 +108,8 @@ class Refusal(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tool: OsStr  # "Edit", "Bash", ...
-    target: OsStr  # the file edited, the command run
-    message: OsStr = ""  # what the program told the model
+    target: Printed  # the file edited, the command run
+    message: Printed = ""  # what the program told the model
 
 
 class AttemptExited(EventModel):
@@ -117,7 +117,7 @@ class AttemptExited(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
     tokens: int = 0  # from the attempt's usage file, input and output summed
     input_tokens: int = 0  # of which input (fresh, or written to a cache) ...
     output_tokens: int = 0  # ... and output
@@ -126,12 +126,12 @@ class AttemptExited(EventModel):
     # How the agent program said its run ended, from its usage line (agents/usage.py):
     # e.g. "success", "error_max_turns", "truncated", "server_error", "token_budget";
     # None when it says nothing.
-    result: OsStr | None = None
+    result: MaybePrinted = None
     is_error: bool = False  # it said the run went wrong, whatever its exit status
     api_retries: int = 0  # requests the program retried (429, 529, 5xx)
     api_status: int | None = None  # the HTTP status of the last API error it met
     refusals: tuple[Refusal, ...] = ()
-    summary: OsStr = ""  # the agent's last message: its own account of the work
+    summary: Printed = ""  # the agent's last message: its own account of the work
 
 
 class VerifyFinished(EventModel):
@@ -141,7 +141,7 @@ class VerifyFinished(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
 
 
 class AttemptInterrupted(EventModel):
@@ -196,7 +196,7 @@ class AttemptJudged(EventModel):
     attempt: int
     accepted: bool
     reason: Reason | None = None  # why it was not accepted
-    feedback: OsStr = ""  # for the next attempt: what failed and where
+    feedback: Printed = ""  # for the next attempt: what failed and where
     final: bool = True  # False: another attempt follows (if the constraints allow)
 
 
@@ -223,7 +223,7 @@ class IntegrationVerified(EventModel):
     subtask_id: str
     merge_commit: str
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
     restored_commit: str | None = None  # set when the merge was undone
 
 
@@ -308,7 +308,7 @@ class ReviewStepFinished(EventModel):
     type: Literal["review_step_finished"] = "review_step_finished"
     step: ReviewStep
     exit_code: int | None  # None: not run, or its outcome is unknown (see output_tail)
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
 
 
 class ExecutionEnded(EventModel):

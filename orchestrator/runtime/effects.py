@@ -31,6 +31,7 @@ from orchestrator.runtime.attempts import (
     read_exit_record,
     read_usage,
     render_prompt,
+    scrub,
     write_attempt_files,
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
@@ -266,9 +267,10 @@ async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str
     base, head = view.start_commit, attempt.start_commit
     commits = await edges.repository.commits_between(base, head)
     stat = await edges.repository.diffstat(base, head) if commits else None
-    return earlier_attempts_section(
+    section = earlier_attempts_section(
         view, [str(c) for c in commits], stat.text if stat is not None else ""
     )
+    return edges.redactor.text(section)  # an agent's own commit message may quote a secret
 
 
 def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
@@ -298,6 +300,7 @@ async def _await_attempt(
     files = attempt_files(state, command.subtask_id, command.attempt)
     channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
     record = await wait_for_exit(edges.panes, edges.processes, files, channel)
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         return [
             await interrupt(edges, state, command.subtask_id, rerun_interrupted=False, cause="pane")

@@ -5,7 +5,9 @@ A command runs in a process group of its own, so that when a check must end earl
 timeout, or `kairo-orch stop --now`) its children end with it: a test runner's workers, a
 build's compilers. A check that hangs would otherwise hold its subtask, and an integration
 check every merge after it, for as long as it liked. Its output goes to an unnamed file,
-not a pipe: what a check printed before it was ended is what says where it hung.
+not a pipe: what a check printed before it was ended is what says where it hung. The
+secrets of its environment are cut out of that output, whole, before anything keeps a
+part of it (an event's tail, the setup log).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import IO
 import trio
 
 from orchestrator.core.durations import format_duration
+from orchestrator.core.secrets import Redactor
 from orchestrator.runtime.process_groups import GRACE_SECONDS, stop_group
 
 OUTPUT_TAIL_BYTES = 4096  # how much of a command's output an event keeps: its end
@@ -45,7 +48,7 @@ async def run_shell(
 ) -> ShellResult:
     """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
     TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which. With `stop`
-    set already, nothing is started."""
+    set already, nothing is started. Its output has the secrets of `env` cut out."""
     if stop is not None and stop.is_set():
         return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
     stopped = False
@@ -88,7 +91,7 @@ async def run_shell(
                 # SIGTERM, and what the shell started may still run, or ignore SIGTERM.
                 with trio.CancelScope(shield=True):
                     await stop_group(group[0], grace=GRACE_S)
-        text = await trio.to_thread.run_sync(_read, output)
+        text = Redactor.of(env).text(await trio.to_thread.run_sync(_read, output))
     if completed is not None:  # it ended on its own, even if a bound came just after
         return ShellResult(exit_code=completed.returncode, output=text)
     if stopped:

@@ -32,6 +32,7 @@ from orchestrator.runtime.attempts import (
     read_exit_record,
     read_usage,
     runner_ever_started,
+    scrub,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
 
@@ -82,6 +83,7 @@ async def _reconcile_attempt(
         # is no lost one.
         record = await trio.to_thread.run_sync(read_exit_record, files)
     if record is not None and not record.interrupted:
+        await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
         usage = await trio.to_thread.run_sync(read_usage, files)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
         return [*opened, exited(view.id, attempt.number, record, usage)]
@@ -91,6 +93,7 @@ async def _reconcile_attempt(
         if pane is not None:
             return [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id=pane)]
         return []  # it never started: OpenPane starts it, for the first time
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     return [*opened, await interrupt(edges, state, view.id, rerun_interrupted=rerun_interrupted)]
 
 
