@@ -27,11 +27,21 @@ The spec (written by the supervisor; keys marked ? are optional):
     {"argv": [str, ...], "cwd": str, "env": {str: str}, "output_log": str,
      "started_path": str, "exit_path": str, "tmux_socket": str|null,
      "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float,
-     "cgroup"?: str}
+     "credentials_path"?: str, "cgroup"?: str}
 
-The agent gets exactly `env` (the supervisor's, not the pane's, which is the tmux
-server's), runs in `cwd` in a new session, so its process group can be signalled as one,
-and its stdin is /dev/null. Everything it starts is held with it (agents/containment.py):
+The agent gets exactly `env` (the supervisor's choice, not the pane's, which is the tmux
+server's) and the variables of its credentials file, runs in `cwd` in a new session, so
+its process group can be signalled as one, and its stdin is /dev/null. The spec holds no
+secret: the agent's own (its API key, what the plan passes it) are in the credentials file
+
+    {"env": {str: str}, "redact": [[name, value], ...]}
+
+which the supervisor writes for this runner alone and the runner removes as it reads it,
+before the agent starts; what the agent prints of `redact` is cut out of its output (the
+pane, the log, the exit record's tail) as it streams (agents/redaction.py). A runner that
+finds no such file starts no agent (exit 126): another process took it.
+
+Everything the agent starts is held with it (agents/containment.py):
 in a cgroup v2 named `cgroup` below the runner's own, where one can be made and joined,
 and then `started_path` gives its path; otherwise by the runner as their subreaper. When
 the agent's own process exits, or the runner is signalled, all that is left of the attempt
@@ -61,6 +71,7 @@ import sys
 import time
 
 from agents.containment import Cgroup, Subreaper, become_subreaper, own_cgroup
+from agents.redaction import StreamRedactor
 from agents.runner_records import create_new, json_loads, write_all, write_json_atomic
 
 TYPE_CHECKING = False  # the `typing` import costs ~2 ms, a seventh of the runner's startup
@@ -81,6 +92,7 @@ if TYPE_CHECKING:
         title: str
         tmux_bin: NotRequired[str]
         grace_seconds: NotRequired[float]
+        credentials_path: NotRequired[str]
         cgroup: NotRequired[str]
 
 else:
@@ -155,6 +167,7 @@ class _Tee:
         self.log_fd: int | None = None
         self.logged = 0
         self.digest: HASH | None = None
+        self.redactor: StreamRedactor | None = None  # once the agent has credentials
         try:
             # A new file, never one planted in its place (or a link through which we
             # would write someone else's).
@@ -172,6 +185,9 @@ class _Tee:
         self.digest = sha256()
 
     def write(self, data: bytes) -> None:
+        self._copy(data if self.redactor is None else self.redactor.feed(data))
+
+    def _copy(self, data: bytes) -> None:
         self.tail += data
         if len(self.tail) > 2 * TAIL_BYTES:
             del self.tail[:-TAIL_BYTES]
@@ -193,6 +209,8 @@ class _Tee:
                 self.digest.update(data)
 
     def close(self) -> None:
+        if self.redactor is not None:  # the end of the stream: nothing held back is a secret
+            self._copy(self.redactor.flush())
         if self.log_fd is not None:
             try:
                 os.fsync(self.log_fd)
@@ -213,6 +231,40 @@ class _Tee:
             "output_bytes": self.logged if whole else None,
             "output_sha256": self.digest.hexdigest() if self.digest is not None and whole else None,
         }
+
+
+class _NoCredentials(Exception):
+    """The agent's credentials file was not there to take, or not whole."""
+
+
+def _take_credentials(path: str | None, tee: _Tee) -> dict[str, str]:
+    """The variables only this agent may have (its API key, what the plan passes it), from
+    the file the supervisor wrote for this runner: removed as it is read, so that no file
+    keeps them; from now on, what the agent prints of them is cut out of its output."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as credentials:
+            os.unlink(path)
+            raw = json_loads(credentials.read())
+    except (OSError, ValueError) as exc:
+        raise _NoCredentials(f"its credentials are not in {path} ({exc})") from None
+    try:
+        env, redact = raw["env"], raw["redact"]  # type: ignore[index]
+        secrets = [(str(name), value.encode()) for name, value in redact]
+        given = _variables(env)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise _NoCredentials(f"its credentials file {path} is malformed ({exc!r})") from None
+    tee.redactor = StreamRedactor(secrets)
+    return given
+
+
+def _variables(found: object) -> dict[str, str]:
+    if not isinstance(found, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in found.items()
+    ):
+        raise TypeError("not a map of names to values")
+    return found
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -421,8 +473,9 @@ def run(spec: RunnerSpec) -> int:
     code: int
     sig: int | None = None
     try:
-        pid, out_fd = _spawn(spec["argv"], spec["cwd"], spec["env"])
-    except OSError as exc:
+        env = {**spec["env"], **_take_credentials(spec.get("credentials_path"), tee)}
+        pid, out_fd = _spawn(spec["argv"], spec["cwd"], env)
+    except (OSError, _NoCredentials) as exc:
         held.step_out()
         held.end(None)  # its cgroup, empty
         tee.start_digest()

@@ -7,6 +7,7 @@ docs/cli.md; anything else that escapes is a bug and is reported as such.
     ├── UsageError                  exit 2   bad arguments, unknown or ambiguous execution id
     │   └── PlanError               exit 2   the plan file is wrong (file:line:col: sentence)
     ├── LogVerificationError        exit 3   the event log's hash chain or head does not hold
+    │   └── LogRewritten            exit 3   it holds, but is not the log its supervisor wrote
     ├── OwnershipError              exit 4   another supervisor owns it; an interrupted run exists
     ├── EnvironmentProblem          exit 5   not a git repository; git or tmux missing; no store
     │   ├── StoreSchemaError        exit 5   the store's schema is newer than this program
@@ -75,6 +76,16 @@ class LogVerificationError(KairoError):
     def __init__(self, message: str, *, execution_id: str, bad_seq: int) -> None:
         super().__init__(message, execution_id=execution_id)
         self.bad_seq = bad_seq
+
+
+class LogRewritten(LogVerificationError):
+    """The log is not the one its supervisor wrote, though its chain may hold: someone
+    rewrote it and recomputed the hashes (store.md, "What the supervisor wrote"). `what`
+    says what changed, as a clause ("the event at seq 3 is not the one it wrote")."""
+
+    def __init__(self, message: str, *, execution_id: str, bad_seq: int, what: str) -> None:
+        super().__init__(message, execution_id=execution_id, bad_seq=bad_seq)
+        self.what = what
 
 
 class OwnershipError(KairoError):

@@ -56,6 +56,12 @@ def store_file(run_folder: Path) -> Path:
     return run_folder / "live-view-store"
 
 
+def log_hashes(git_common_dir: Path, execution_id: str) -> Path:
+    """The hash of every event this repository's supervisors of the execution wrote, one
+    line a seq (runtime/log_witness.py): in its run folder, not in the store."""
+    return runs(git_common_dir) / execution_id / "log-hashes"
+
+
 def run_folders_of(git_common_dir: Path, short: str) -> list[Path]:
     """The run folders of the executions whose short id is `short`."""
     return sorted(p for p in runs(git_common_dir).glob("*") if p.name.lower().endswith(short))
@@ -72,3 +78,9 @@ def started_with_another_store(git_common_dir: Path, short: str, store_url: str 
         if recorded != (store_url or ""):
             return True
     return False
+
+
+def isolated_git(git_common_dir: Path) -> Path:
+    """kairo-orch's own git directory for the commands that read files or merge: the
+    repository's objects, none of its configuration (git/invocation.py)."""
+    return kairo_dir(git_common_dir) / "isolated-git"

@@ -899,7 +899,7 @@ def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
     import trio
 
     from orchestrator.git.merge import Merged, merge_branch
-    from orchestrator.git.repo import Identity
+    from orchestrator.git.repo import Identity, discover_repo
 
     template, branches = _merge_template(lab, sizes)
     # The supervisor merges the head commit it recorded, not a branch name.
@@ -924,6 +924,7 @@ def bench_merge(lab: Lab, sizes: Sizes) -> Figure:
     def kairo() -> float:
         repo = lab.copy_of(template, "merge")
         lab.git(repo, "branch", "integration-kairo", "main")
+        discover_repo(repo)  # the repository the user names, as `start` finds it
         elapsed = trio.run(merge_all, repo)
         trees["kairo"] = lab.git(repo, "rev-parse", "integration-kairo^{tree}")
         lab.retire(repo)

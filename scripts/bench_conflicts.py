@@ -78,8 +78,10 @@ def conflict_map_pair(
     import trio
 
     from orchestrator.git.conflict_map import BranchToMap, conflict_map
+    from orchestrator.git.repo import discover_repo
 
     repo, heads = make_branches(lab, lab.template(files), files, branches)
+    discover_repo(repo)  # the repository the user names, as `conflicts` finds it
     main = lab.git(repo, "rev-parse", "main").strip()
     wanted = [BranchToMap(f"b{j:02d}", "succeeded", main, head) for j, head in enumerate(heads)]
     found: dict[str, set[tuple[int, int]]] = {}

@@ -60,7 +60,7 @@ def clean(
     spare worktrees kept for reuse as well."""
     if every and execution:
         raise UsageError("give an execution ID or --all, not both")
-    if execution and (unlogged := _leftovers_without_a_log(repo, store_url, execution)):
+    if execution and (unlogged := _leftovers_by_names(repo, store_url, execution)):
         paths = repository_at(repo)
         steps = trio.run(functools.partial(remove_leftovers, force=force), paths, _tmux(), unlogged)
         return CleanResult(
@@ -83,18 +83,20 @@ def clean(
         return CleanResult(cleaned, _spares_removed(project.paths.toplevel) if spares else ())
 
 
-def _leftovers_without_a_log(repo: Path, store_url: str | None, execution: str) -> Leftovers | None:
-    """What an execution left that `execution` names and the store has no log of (the
-    store was deleted, say): found by its names (runtime/leftovers.py)."""
+def _leftovers_by_names(repo: Path, store_url: str | None, execution: str) -> Leftovers | None:
+    """What the execution `execution` names left, found by its names (runtime/leftovers.py)
+    rather than by its log: the store has none (it was deleted, say), or has one that is
+    not the one its supervisor wrote (TAMPERED), which might name anything at all."""
     short = short_id_named(execution)
-    if short is None:
-        return None
     try:
         with open_project(repo, store_url, create=False) as project:
-            project.resolve(execution)
-            return None  # logged: cleaned as any execution is
+            execution_id = project.resolve(execution)
+            if project.rewritten(execution_id) is None:
+                return None  # logged: cleaned as any execution is
+            short = short_id(execution_id)
     except (NoExecutionYet, UnknownExecution):
-        pass
+        if short is None:
+            return None
     paths = repository_at(repo)
     if kairo_dir.started_with_another_store(paths.git_common_dir, short, store_url):
         raise UsageError(
@@ -113,6 +115,13 @@ def _clean_one(project: Project, state: ExecutionState, force: bool) -> Executio
     short = short_id(execution_id)
     row = project.row(execution_id)
     running = owner_alive(row)
+    if project.rewritten(execution_id) is not None:
+        raise OwnershipError(
+            f"execution {execution_id} is TAMPERED: its log is not the one its supervisor "
+            f"wrote, and is not followed; `kairo-orch clean {short}` removes what it left, "
+            "found by its names",
+            execution_id=execution_id,
+        )
     if state.ended is None and (running or not force):
         status = project.status_of(state, row)
         advice = (

@@ -87,10 +87,11 @@ def events(repo: Path, store_url: str | None, execution: str | None) -> list[Sto
 
 
 def verify(repo: Path, store_url: str | None, execution: str | None) -> Verified:
-    """The log's hash chain and head checked (a tampered log: exit 3)."""
+    """The log's hash chain and head checked, and against what its supervisors wrote (a
+    tampered log: exit 3)."""
     with open_project(repo, store_url, create=False) as project:
         execution_id = project.resolve(execution)
-        seq, head_hash = project.store.verify(execution_id)
+        seq, head_hash = project.verify(execution_id)
     return Verified(execution_id, seq, head_hash)
 
 

@@ -39,7 +39,7 @@ def launch(
     spares_to_keep(os.environ)  # a bad KAIRO_SPARE_WORKTREES is refused here, not in the supervisor
     spare_bytes(os.environ)  # likewise KAIRO_SPARE_DISK
     if resume and not verified:
-        project.store.verify(execution_id)  # a tampered log is refused before anything (exit 3)
+        project.verify(execution_id)  # a tampered log is refused before anything (exit 3)
     row = claim(
         project.store,
         execution_id,

@@ -16,8 +16,9 @@ from orchestrator.core.plan_yaml import refuse_deep_nesting
 from orchestrator.errors import KairoError, PlanError, UsageError
 from orchestrator.git.copied_files import unmatched_patterns
 from orchestrator.git.history import tracked_files_sync
+from orchestrator.git.invocation import git_sync
 from orchestrator.git.refs import rev_parse_sync
-from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo, git_sync
+from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
 from orchestrator.runtime.sandbox import sandbox_for
 
 

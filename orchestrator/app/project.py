@@ -13,8 +13,9 @@ from orchestrator import kairo_dir
 from orchestrator.core.events import EndStatus
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status, status_document
-from orchestrator.errors import UsageError
+from orchestrator.errors import LogRewritten, UsageError
 from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
+from orchestrator.runtime.log_witness import LogWitness, rewritten
 from orchestrator.runtime.ownership import owner_alive
 from orchestrator.runtime.running_usage import running_usage
 from orchestrator.runtime.state_reader import read_state
@@ -79,8 +80,13 @@ class Project:
 
     def unended(self) -> Iterator[ExecutionRow]:
         """Those that have not ended, newest first. An ended execution's row says so (the
-        end and the row's status are written in one transaction): no log is read."""
-        return (row for row in self.executions() if row.status not in _END_STATUSES)
+        end and the row's status are written in one transaction): no log is read. One whose
+        log is not what its supervisor wrote (TAMPERED) never goes on: it is left out."""
+        return (
+            row
+            for row in self.executions()
+            if row.status not in _END_STATUSES and self.rewritten(row.execution_id) is None
+        )
 
     @property
     def shared(self) -> bool:
@@ -99,18 +105,38 @@ class Project:
     def state(self, execution_id: str) -> ExecutionState:
         return read_state(self.store, execution_id)
 
+    def rewritten(self, execution_id: str) -> LogRewritten | None:
+        """How the log is not the one this repository's supervisors of it wrote, if it is
+        not (runtime/log_witness.py: cheap when it is)."""
+        witness = LogWitness.of(self.paths.git_common_dir, execution_id)
+        return rewritten(self.store, execution_id, witness)
+
+    def verify(self, execution_id: str) -> tuple[int, str]:
+        """The log's chain and head, and that it is what its supervisors wrote: the
+        verified head, or `LogVerificationError` (exit 3)."""
+        head = self.store.verify(execution_id)
+        found = self.rewritten(execution_id)
+        if found is not None:
+            raise found
+        return head
+
     def status_of(self, state: ExecutionState, row: ExecutionRow) -> str:
-        return effective_status(state, supervisor_alive=owner_alive(row))
+        tampered = self.rewritten(state.execution_id) is not None
+        return effective_status(state, supervisor_alive=owner_alive(row), tampered=tampered)
 
     def document(self, state: ExecutionState, row: ExecutionRow) -> dict[str, Any]:
         """`status --json`, with what running attempts have used so far."""
+        found = self.rewritten(state.execution_id)
         return status_document(
             state,
-            status=self.status_of(state, row),
+            status=effective_status(
+                state, supervisor_alive=owner_alive(row), tampered=found is not None
+            ),
             version=row.version,
             head_seq=row.head_seq,
             head_hash=row.head_hash,
             running=running_usage(state),
+            tampered=found.message if found is not None else None,
         )
 
 

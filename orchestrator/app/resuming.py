@@ -37,7 +37,7 @@ def _resume(
 ) -> Launched | AlreadyEnded:
     # A placed execution may be taken over from another host's clone of its remote.
     execution_id = project.resolve_unended(execution, paused=True, placed_anywhere=True)
-    project.store.verify(execution_id)  # first: a tampered log is refused (exit 3)
+    project.verify(execution_id)  # first: a tampered log is refused (exit 3)
     state = project.state(execution_id)
     rerunnable = rerun_interrupted and any(
         v.state == "stopped" and v.current_attempt is not None and v.current_attempt.interrupted

@@ -21,7 +21,8 @@ from orchestrator.core import events as ev
 from orchestrator.core.ids import default_integration_branch, short_id, tmux_session_name
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.errors import OwnershipError, UsageError
-from orchestrator.git.repo import RepoPaths, git_sync
+from orchestrator.git.invocation import git_sync
+from orchestrator.git.repo import RepoPaths, has_uncommitted_changes, inside_work_tree
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
 from orchestrator.git.worktree_paths import default_worktree_root, inside_git_directory
 from orchestrator.runtime.log_records import create_execution
@@ -126,8 +127,7 @@ def _create_execution(
     assert checked.base_commit is not None
     for warning in checked.warnings:
         notify(PlanWarning(warning))
-    dirty = git_sync("status", "--porcelain", "--untracked-files=no", cwd=project.paths.toplevel)
-    if dirty.stdout.strip():
+    if has_uncommitted_changes(project.paths):
         notify(UncommittedChanges(checked.base_commit))
     execution_id = new_ulid()
     integration = plan.integration_branch or default_integration_branch(plan.name, execution_id)
@@ -211,10 +211,7 @@ def _agree_to_resume(interrupted: Interrupted, ask: AskToResume) -> None:
 def _worktree_root(paths: RepoPaths, plan: ResolvedPlan, plan_path: Path) -> Path:
     """The plan's worktree_root (relative to the repository root), else beside the checkout."""
     if plan.worktree_root is None:
-        parent = git_sync(
-            "rev-parse", "--is-inside-work-tree", cwd=paths.toplevel.parent, check=False
-        )
-        within = parent.returncode == 0 and parent.stdout.strip() == "true"
+        within = inside_work_tree(paths.toplevel.parent)
         return default_worktree_root(paths.toplevel, parent_in_a_working_tree=within)
     root = (paths.toplevel / plan.worktree_root).resolve()
     if root == paths.toplevel or paths.toplevel in root.parents:

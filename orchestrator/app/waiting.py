@@ -12,7 +12,7 @@ from orchestrator.app.results import Ended, FailedReviewStep, SupervisorDied
 from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import effective_status
-from orchestrator.errors import EnvironmentProblem, StoreLost
+from orchestrator.errors import EnvironmentProblem, LogRewritten, StoreLost
 from orchestrator.runtime.ownership import owner_alive, supervisor_alive
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import supervisor_log_path
@@ -45,17 +45,35 @@ def _wait(
             continue
         outage.over()
         if state.ended is not None and (state.ended_seq or 0) > after_seq:
+            _refuse_a_rewritten_log(project, state)  # an end written by another, say
             return _ended(state)
         if not owner_alive(row) and state.ended is None:
             # The supervisor lets go of the row right after it appends the end: read again.
             state = advance_state(project.store, state)
         if not owner_alive(row) and state.ended is None:
+            _refuse_a_rewritten_log(project, state)
             return SupervisorDied(
                 execution_id,
                 effective_status(state, supervisor_alive=False),
                 supervisor_log_path(Path(state.created.run_root)),
             )
         time.sleep(POLL_S)
+
+
+def _refuse_a_rewritten_log(project: Project, state: ExecutionState) -> None:
+    """What the log says is not how the execution went if it is not the log its supervisor
+    wrote: exit 3 instead. A supervisor that found it so stopped (journal.py)."""
+    found = project.rewritten(state.execution_id)
+    if found is None:
+        return
+    run_folder = project.paths.runs / state.execution_id  # not the log's word for it
+    raise LogRewritten(
+        f"{found.message}. `kairo-orch status {short_id(state.execution_id)}` shows it "
+        f"TAMPERED; its supervisor's log: {supervisor_log_path(run_folder)}",
+        execution_id=state.execution_id,
+        bad_seq=found.bad_seq,
+        what=found.what,
+    )
 
 
 def _ended(state: ExecutionState) -> Ended:

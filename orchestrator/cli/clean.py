@@ -10,6 +10,7 @@ from orchestrator.app import cleaning
 from orchestrator.cli import words
 from orchestrator.cli.options import common_options
 from orchestrator.core.cleanup import ExecutionCleaned
+from orchestrator.core.inert_text import inert
 
 
 @click.command()
@@ -51,5 +52,5 @@ def clean(
     if every and not result.executions:
         lines.append(words.NOTHING_TO_CLEAN)
     lines += [words.cleaned(step) for step in result.spares]
-    for line in lines:
-        click.echo(line)
+    for line in lines:  # names of branches and worktrees, git's words: made inert
+        click.echo(inert(line))

@@ -11,6 +11,7 @@ from orchestrator.app.conflicts import conflicts as conflict_map_of
 from orchestrator.cli import render
 from orchestrator.cli.options import common_options
 from orchestrator.core.conflict_map import to_document
+from orchestrator.core.os_strings import json_safe
 
 
 @click.command()
@@ -22,6 +23,6 @@ def conflicts(execution: str | None, as_json: bool, repo: Path, store_url: str |
     paths that would conflict if both were merged."""
     document = to_document(conflict_map_of(repo, store_url, execution))
     if as_json:
-        click.echo(json.dumps(document, indent=2))
+        click.echo(json.dumps(json_safe(document), indent=2))
     else:
         render.conflict_map(document)

@@ -13,6 +13,7 @@ from orchestrator.app import inspecting
 from orchestrator.cli import render, words
 from orchestrator.cli.options import common_options
 from orchestrator.core.ids import short_id
+from orchestrator.core.os_strings import json_safe
 from orchestrator.core.report import to_markdown
 
 
@@ -28,8 +29,8 @@ def status(
 ) -> None:
     """One execution: its state and every subtask's."""
     document = inspecting.status(repo, store_url, execution)
-    if as_json:
-        click.echo(json.dumps(document, indent=2))
+    if as_json:  # a name that is not UTF-8 as its bytes (os_strings), for valid JSON
+        click.echo(json.dumps(json_safe(document), indent=2))
     else:
         render.status(document, every=every)
 
@@ -113,7 +114,7 @@ def report(
         return
     document = inspecting.report(repo, store_url, execution)
     if as_json:
-        click.echo(json.dumps(document, indent=2))
+        click.echo(json.dumps(json_safe(document), indent=2))
     elif as_markdown or not sys.stdout.isatty():  # off a terminal: the Markdown itself
         click.echo(to_markdown(document))
     else:

@@ -1,7 +1,8 @@
 """The `kairo-orch` command: argument parsing and output only; the work is elsewhere.
 
 Every `KairoError` becomes its sentences on stderr and its exit code (cli.md); nothing
-reaches the user as a traceback.
+reaches the user as a traceback. What an error quotes (git's words on a file an agent
+named, a path) is made inert first (core/inert_text.py), as everything else shown is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import NoReturn
 
 import click
 
+from orchestrator.core.inert_text import inert
 from orchestrator.errors import KairoError, exit_status
 
 # Each command's module is imported only when that command runs: trio, the git layer and
@@ -76,7 +78,7 @@ def run(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # a command's own code (`--wait`); click's on a closed pipe
         return exit_status(done)
     except KairoError as error:
-        click.echo(f"kairo-orch: {error.message}", err=True)
+        click.echo(f"kairo-orch: {inert(error.message, lines=True)}", err=True)
         return error.exit_code
     except click.exceptions.Abort:
         click.echo("kairo-orch: interrupted", err=True)
@@ -92,7 +94,8 @@ def run(argv: list[str] | None = None) -> int:
         click.echo("kairo-orch: interrupted", err=True)
         return EXIT_SIGINT
     except Exception as error:  # a bug: say so in one line, not a traceback
-        click.echo(f"kairo-orch: internal error: {type(error).__name__}: {error}", err=True)
+        said = inert(str(error), lines=True)
+        click.echo(f"kairo-orch: internal error: {type(error).__name__}: {said}", err=True)
         return 1
     return code if isinstance(code, int) else 0
 

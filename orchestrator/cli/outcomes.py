@@ -14,6 +14,7 @@ from orchestrator.app.results import Ended, Launched
 from orchestrator.app.waiting import wait_for_end
 from orchestrator.app.watching import Session, attach_to
 from orchestrator.cli import words
+from orchestrator.core.inert_text import inert
 
 EXIT_FAILED = 1
 EXIT_SUPERVISOR_DIED = 6
@@ -21,13 +22,13 @@ EXIT_SIGINT = 130
 
 
 def echo_note(note: Note) -> None:
-    click.echo(words.note(note), err=True)
+    click.echo(inert(words.note(note), lines=True), err=True)
 
 
 def after_launch(
     launched: Launched, *, wait: bool, detach: bool, repo: Path, store_url: str | None
 ) -> None:
-    click.echo(words.launched(launched), err=True)
+    click.echo(inert(words.launched(launched)), err=True)  # a branch name of the plan's
     if not sys.stdout.isatty():  # for a script: `id=$(kairo-orch start plan.yaml --detach)`
         click.echo(launched.execution_id)
     if wait:

@@ -1,4 +1,8 @@
-"""Human output: rich tables on a terminal, plain aligned text elsewhere (rich decides)."""
+"""Human output: rich tables on a terminal, plain aligned text elsewhere (rich decides).
+
+Text that came from an agent, a repository or another host (reasons, paths, branch and
+host names) goes through `as_markup`: made inert (core/inert_text.py), and with no `[` that
+rich would read as its markup (`[link=...]` is a hyperlink)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.core.ids import short_id
+from orchestrator.core.inert_text import inert
 from orchestrator.core.overlaps import some_sentences
 from orchestrator.core.views import ACTIVE
 
@@ -31,6 +36,7 @@ _STATE_STYLE = {
     "FAILED": "red",
     "PAUSED": "yellow",
     "STOPPED": "magenta",
+    "TAMPERED": "bold red",
 }
 
 
@@ -39,6 +45,11 @@ def console() -> Console:
     probe = Console()
     # (A width no line reaches, not 240: a row with a long worktree path wrapped mid-path.)
     return Console(highlight=False, width=None if probe.is_terminal else 100_000)
+
+
+def as_markup(text: str) -> str:
+    """`text` as rich markup that shows it as it is, escaped where it would act."""
+    return escape(inert(text))
 
 
 def styled(word: str) -> str:
@@ -89,7 +100,11 @@ def status_table(subtasks: list[dict[str, Any]], *, run_root: str | None = None)
             output = f"output {output.removeprefix(run_root.rstrip('/') + '/')}"
             detail = f"{detail}; {output}" if detail else output
         table.add_row(
-            item["id"], styled(item["state"]), str(item["attempts"]), _usage(item), detail
+            item["id"],
+            styled(item["state"]),
+            str(item["attempts"]),
+            _usage(item),
+            as_markup(detail),
         )
     return table
 
@@ -106,7 +121,7 @@ def status_header(document: dict[str, Any]) -> str:
     return (
         f"[bold]{document['plan']}[/] {document['execution_id']}  {styled(document['status'])}"
         f"{_status_note(document)}\n"
-        f"integration branch {document['integration_branch']}  "
+        f"integration branch {as_markup(document['integration_branch'])}  "
         f"base {document['base_commit'][:12]}  tmux session {document['tmux_session']}"
     )
 
@@ -129,6 +144,10 @@ def _status_note(document: dict[str, Any]) -> str:
 def status(document: dict[str, Any], *, every: bool = False) -> None:
     out = console()
     out.print(status_header(document))
+    if "tampered" in document:  # before the rows, which are what the rewritten log says
+        out.print(
+            f"[bold red]not the log its supervisor wrote[/]: {as_markup(document['tampered'])}"
+        )
     shown, left = shown_subtasks(document["subtasks"], every=every)
     if shown:
         _print_table(out, status_table(shown))
@@ -136,11 +155,11 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         counts = ", ".join(f"{count:,} {styled(state)}" for state, count in left.most_common())
         out.print(f"not listed: {counts} (kairo-orch status --all lists every subtask)")
     for anomaly in document.get("anomalies", ()):  # an old log's, read as written
-        out.print(f"[yellow]the log holds a move it should not[/]: {escape(anomaly)}")
+        out.print(f"[yellow]the log holds a move it should not[/]: {as_markup(anomaly)}")
     for said in some_sentences(document.get("overlaps", [])):
-        out.print(f"[yellow]overlap[/]: {escape(said)}")
-    for said in document.get("tampering", ()):
-        out.print(f"[red]written by another process[/]: {escape(said)}")
+        out.print(f"[yellow]overlap[/]: {as_markup(said)}")
+    for said in document.get("written_by_others", ()):
+        out.print(f"[red]written by another process[/]: {as_markup(said)}")
 
 
 def _print_table(out: Console, table: Table) -> None:
@@ -187,8 +206,8 @@ def workers(items: list[dict[str, Any]]) -> None:
         table.add_column(column)
     for item in items:
         table.add_row(
-            escape(item["host"]),
-            escape(item["address"]),
+            as_markup(item["host"]),
+            as_markup(item["address"]),
             str(item["slots"]),
             str(item["running"]),
             f"{item['last_heartbeat']} ({item['heartbeat_age_s']:.1f} s ago)",
@@ -223,7 +242,7 @@ def conflict_map(document: dict[str, Any]) -> None:
         first, second = pair["subtasks"]
         if pair["conflicts"]:
             said = ", ".join(f"{c['path']} ({c['kind']})" for c in pair["conflicts"])
-            out.print(f"  {first} and {second} [red]would conflict[/] on {escape(said)}")
+            out.print(f"  {first} and {second} [red]would conflict[/] on {as_markup(said)}")
         else:
             shared = ", ".join(pair["shared"])
-            out.print(f"  {first} and {second} both change {escape(shared)}: merges clean")
+            out.print(f"  {first} and {second} both change {as_markup(shared)}: merges clean")

@@ -9,6 +9,7 @@ import click
 from orchestrator.app.plans import check_plan
 from orchestrator.cli.options import common_options
 from orchestrator.cli.render import console
+from orchestrator.core.inert_text import inert
 
 
 @click.command()
@@ -19,7 +20,8 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     checked = check_plan(plan, repo)
     out = console()
     for warning in checked.warnings:
-        out.print(f"warning: {warning}", markup=False, style="yellow")
+        # A warning may name the repository's files (a glob's matches): made inert.
+        out.print(f"warning: {inert(warning, lines=True)}", markup=False, style="yellow")
     base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
     count = len(checked.merge_order)
     many = f"{count} subtask{'' if count == 1 else 's'}"

@@ -16,7 +16,6 @@ from pathlib import Path
 import click
 from rich.console import Group
 from rich.live import Live
-from rich.markup import escape
 
 from orchestrator.app.live_pages import Page, Pager, overlap_line
 from orchestrator.app.watching import Look, attach_to, follow, session_of
@@ -100,10 +99,10 @@ def _frame(look: Look, page: Page, overlaps: str | None) -> Group:
     return Group(
         render.status_header(document),
         f"{page.counts}{paging}",
-        f"agent output, kept once a pane is closed: {document['run_root']}/<subtask>/<attempt>/"
-        "output.log",
+        "agent output, kept once a pane is closed: "
+        f"{render.as_markup(document['run_root'])}/<subtask>/<attempt>/output.log",
         render.status_table(page.subtasks, run_root=document["run_root"]),
-        *([f"[yellow]{escape(overlaps)}[/]"] if overlaps else []),
+        *([f"[yellow]{render.as_markup(overlaps)}[/]"] if overlaps else []),
         footer,
     )
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.inert_text import markdown_code, markdown_text
+
 #: Pairs the report lists; the rest are counted (`kairo-orch conflicts` lists them all).
 PAIRS_LISTED = 50
 #: Paths named in a line of the report.
@@ -103,7 +105,7 @@ def to_document(conflict_map: ConflictMap) -> dict[str, Any]:
 
 
 def _paths(paths: list[str]) -> str:
-    shown = ", ".join(f"`{path}`" for path in paths[:PATHS_IN_A_LINE])
+    shown = ", ".join(markdown_code(path) for path in paths[:PATHS_IN_A_LINE])
     more = len(paths) - PATHS_IN_A_LINE
     return f"{shown} and {more:,} more" if more > 0 else shown
 
@@ -113,7 +115,10 @@ def pair_sentence(pair: dict[str, Any]) -> str:
     first, second = pair["subtasks"]
     if not pair["conflicts"]:
         return f"**{first}** and **{second}** both change {_paths(pair['shared'])}: merges clean"
-    said = [f"`{c['path']}` ({c['kind']})" for c in pair["conflicts"][:PATHS_IN_A_LINE]]
+    said = [
+        f"{markdown_code(c['path'])} ({markdown_text(c['kind'])})"
+        for c in pair["conflicts"][:PATHS_IN_A_LINE]
+    ]
     more = len(pair["conflicts"]) - PATHS_IN_A_LINE
     conflicts = ", ".join(said) + (f" and {more:,} more" if more > 0 else "")
     return f"**{first}** and **{second}** would conflict on {conflicts}"

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from orchestrator.core.event_base import EventModel
+from orchestrator.core.event_base import EventModel, MaybePrinted, Printed
 from orchestrator.core.merge_events import Conflict as Conflict
 from orchestrator.core.merge_events import DroppedHunk as DroppedHunk
 from orchestrator.core.merge_events import IntegrationChecked as IntegrationChecked
@@ -20,6 +20,7 @@ from orchestrator.core.merge_events import OverlapKind as OverlapKind
 from orchestrator.core.merge_events import ResolutionCheck as ResolutionCheck
 from orchestrator.core.merge_events import ResolutionDeclined as ResolutionDeclined
 from orchestrator.core.merge_events import ResolutionStarted as ResolutionStarted
+from orchestrator.core.os_strings import OsStr
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.reasons import Reason
 from orchestrator.core.upcasting import upcast
@@ -27,11 +28,14 @@ from orchestrator.core.upcasting import upcast
 #: The shape of every payload written now; bumped with an upcaster (upcasting.py).
 #: 2: every `reason` is a Reason (a code and a detail), no longer a sentence.
 #: 3: `attempt_committed` says which paths the attempt and its branch changed.
-#: 4: `attempt_exited` says which of the runner's records another process changed.
-SCHEMA_VERSION = 4
+#: 4: a name or text from git or an agent whose bytes are not UTF-8 is `{"base64": ...}`
+#:    (core/os_strings.py); nothing else changed, so no upcaster: a version 3 payload
+#:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
+#: 5: `attempt_exited` says which of the runner's records another process wrote.
+SCHEMA_VERSION = 5
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
-TamperedRecord = Literal["exit_record", "output_log"]
+RunnerRecord = Literal["exit_record", "output_log"]
 
 
 class ExecutionCreated(EventModel):
@@ -76,7 +80,7 @@ class WorkspaceCreated(EventModel):
     path: str
     branch: str
     commit: str
-    copied: tuple[str, ...] = ()  # by `worktree.copy_files`: never part of the agent's work
+    copied: tuple[OsStr, ...] = ()  # by `worktree.copy_files`: never part of the agent's work
 
 
 class AttemptStarted(EventModel):
@@ -97,7 +101,7 @@ class AttemptPaneOpened(EventModel):
     attempt: int
     pane_id: str  # "" when recovery found the runner but not its pane
     at: float = 0.0  # unix time the runner was started: the attempt's timeout runs from here
-    resumed_session: str | None = None  # the agent's session this attempt continues
+    resumed_session: OsStr | None = None  # the agent's session this attempt continues
 
 
 class Refusal(BaseModel):
@@ -105,9 +109,9 @@ class Refusal(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tool: str  # "Edit", "Bash", ...
-    target: str  # the file edited, the command run
-    message: str = ""  # what the program told the model
+    tool: OsStr  # "Edit", "Bash", ...
+    target: Printed  # the file edited, the command run
+    message: Printed = ""  # what the program told the model
 
 
 class AttemptExited(EventModel):
@@ -115,25 +119,25 @@ class AttemptExited(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: str = ""
+    output_tail: Printed = ""
     tokens: int = 0  # from the attempt's usage file, input and output summed
     input_tokens: int = 0  # of which input (fresh, or written to a cache) ...
     output_tokens: int = 0  # ... and output
     cost_usd: float = 0.0  # likewise, for agents that report it
-    session_id: str | None = None  # the agent's conversation, for the next attempt to resume
+    session_id: OsStr | None = None  # the agent's conversation, for the next attempt to resume
     # How the agent program said its run ended, from its usage line (agents/usage.py):
     # e.g. "success", "error_max_turns", "truncated", "server_error", "token_budget";
     # None when it says nothing.
-    result: str | None = None
+    result: MaybePrinted = None
     is_error: bool = False  # it said the run went wrong, whatever its exit status
     api_retries: int = 0  # requests the program retried (429, 529, 5xx)
     api_status: int | None = None  # the HTTP status of the last API error it met
     refusals: tuple[Refusal, ...] = ()
-    summary: str = ""  # the agent's last message: its own account of the work
+    summary: Printed = ""  # the agent's last message: its own account of the work
     # The runner's records another process wrote while it ran (its run directory is the
     # user's, which any agent may write): an exit record while the agent still ran (not
     # taken as its exit), or the output log changed from what the runner wrote.
-    tampered: tuple[TamperedRecord, ...] = ()
+    written_by_others: tuple[RunnerRecord, ...] = ()
 
 
 class VerifyFinished(EventModel):
@@ -143,7 +147,7 @@ class VerifyFinished(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: str = ""
+    output_tail: Printed = ""
 
 
 class AttemptInterrupted(EventModel):
@@ -184,11 +188,11 @@ class AttemptCommitted(EventModel):
     files_changed: int = 0
     tree: str = ""  # of head_commit: two attempts that leave the same tree made no progress
     recovery_ref: str | None = None  # a stopped attempt's work, saved instead of committed
-    in_submodules: tuple[str, ...] = ()  # submodules it wrote into, which no commit records
+    in_submodules: tuple[OsStr, ...] = ()  # submodules it wrote into, which no commit records
     # Since version 3 (None in older logs: not recorded): the paths the attempt changed,
     # and those its subtask's branch has changed since the subtask started.
-    paths: tuple[str, ...] | None = None
-    branch_paths: tuple[str, ...] | None = None
+    paths: tuple[OsStr, ...] | None = None
+    branch_paths: tuple[OsStr, ...] | None = None
     resolution: ResolutionCheck | None = None  # set for an attempt at resolving a conflict
 
 
@@ -198,7 +202,7 @@ class AttemptJudged(EventModel):
     attempt: int
     accepted: bool
     reason: Reason | None = None  # why it was not accepted
-    feedback: str = ""  # for the next attempt: what failed and where
+    feedback: Printed = ""  # for the next attempt: what failed and where
     final: bool = True  # False: another attempt follows (if the constraints allow)
 
 
@@ -208,8 +212,8 @@ class SubtaskMerged(EventModel):
     merge_commit: str
     previous_commit: str
     head_commit: str
-    changed_paths: tuple[str, ...]
-    diffstat: str
+    changed_paths: tuple[OsStr, ...]
+    diffstat: OsStr
     insertions: int = 0
     deletions: int = 0
 
@@ -225,7 +229,7 @@ class IntegrationVerified(EventModel):
     subtask_id: str
     merge_commit: str
     exit_code: int
-    output_tail: str = ""
+    output_tail: Printed = ""
     restored_commit: str | None = None  # set when the merge was undone
 
 
@@ -310,7 +314,7 @@ class ReviewStepFinished(EventModel):
     type: Literal["review_step_finished"] = "review_step_finished"
     step: ReviewStep
     exit_code: int | None  # None: not run, or its outcome is unknown (see output_tail)
-    output_tail: str = ""
+    output_tail: Printed = ""
 
 
 class ExecutionEnded(EventModel):

@@ -4,21 +4,32 @@ the overlaps seen while agents work."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.core.event_base import EventModel
+from orchestrator.core.event_base import EventModel, Printed, PrintedLines
+from orchestrator.core.os_strings import OsStr
 from orchestrator.core.reasons import Reason
 
 
 class Conflict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    path: str
-    kind: str
+    path: OsStr
+    kind: OsStr
     with_: tuple[str, ...] = Field(default=(), alias="with")
-    message: str = ""
+    message: Printed = ""
+
+    def document(self) -> dict[str, Any]:
+        """As `status --json` and `report --json` show it. Its path stays a str, however
+        undecodable (renderers show it escaped; `os_strings.json_safe` writes it as JSON)."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "with": list(self.with_),
+            "message": self.message,
+        }
 
 
 class DroppedHunk(BaseModel):
@@ -26,11 +37,11 @@ class DroppedHunk(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    path: str
+    path: OsStr
     side: Literal["ours", "theirs"]  # the subtask's branch, or the integration branch
     start: int  # the lines it added, 1-based, in that side's version of the file
     end: int
-    lines: tuple[str, ...] = ()  # the first of them, as evidence
+    lines: PrintedLines = ()  # the first of them, as evidence
 
     @property
     def label(self) -> str:
@@ -44,12 +55,12 @@ class ResolutionCheck(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     merged_in: str  # the integration head it merged
-    unfinished: tuple[str, ...] = ()  # paths left with conflict markers or unmerged
+    unfinished: tuple[OsStr, ...] = ()  # paths left with conflict markers or unmerged
     merge_missing: bool = False  # the merge was aborted, or never made: no second parent
     dropped: tuple[DroppedHunk, ...] = ()
-    unexplained: tuple[str, ...] = ()  # labels of dropped hunks the agent did not explain
-    explanation: str = ""  # the agent's file naming the hunks it dropped, and why
-    diff: str = ""  # the integration head against the resolution, on the conflicted paths
+    unexplained: tuple[OsStr, ...] = ()  # labels of dropped hunks the agent did not explain
+    explanation: Printed = ""  # the agent's file naming the hunks it dropped, and why
+    diff: Printed = ""  # the integration head against the resolution, on the conflicted paths
 
 
 class IntegrationChecked(EventModel):
@@ -61,7 +72,7 @@ class IntegrationChecked(EventModel):
     subtask_ids: tuple[str, ...]  # in merge order, from the first merge not yet checked
     merge_commit: str  # the merge of subtask_ids[-1]: the commit checked
     exit_code: int
-    output_tail: str = ""
+    output_tail: Printed = ""
 
 
 class MergesUndone(EventModel):
@@ -114,5 +125,5 @@ class OverlapFound(EventModel):
     type: Literal["overlap_found"] = "overlap_found"
     subtasks: tuple[str, ...]
     kind: OverlapKind
-    paths: tuple[str, ...]
+    paths: tuple[OsStr, ...]
     at: float = 0.0  # unix time it was seen

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.core.os_strings import OsStr
+
 AgentKind = Literal["shell", "command", "claude-code", "codex", "aider"]
 MAX_SUBTASKS = 10_000  # in one plan, splits expanded (docs/plan.md, "Limits of a plan")
 #: Merges checked together by one run of `integration_verify` at most (merge_queue.py;
@@ -99,7 +101,7 @@ class ResolvedSubtask(Frozen):
     title: str
     prompt: str
     depends_on: tuple[str, ...] = ()  # concrete ids: a dependency on a split names all its parts
-    files: tuple[str, ...] = ()  # owned files, concrete paths at the base commit
+    files: tuple[OsStr, ...] = ()  # owned files, concrete paths at the base commit
     allow_empty: bool = False
     agent: AgentSpec
     verify: str | None = None  # effective: the subtask's own, else the plan's

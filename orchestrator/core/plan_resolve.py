@@ -18,6 +18,7 @@ from wcmatch import glob
 
 from orchestrator.core.dag import find_cycle
 from orchestrator.core.ids import ID_PATTERN
+from orchestrator.core.os_strings import as_bytes
 from orchestrator.core.plan import (
     MAX_HANDED_BYTES,
     MAX_SUBTASKS,
@@ -204,8 +205,9 @@ class Resolver:
         """What an agent is handed in its environment and on its command line must fit
         there: exec refuses any one string over 128 KiB, and feedback is added to it."""
         for part in self.parts.get(i, ()):
-            listed = len("\n".join(part.files).encode())
-            prompt = len(sub.prompt.replace("{files}", " ".join(part.files)).encode())
+            # Bytes as exec counts them: a file name that is not UTF-8 is its own bytes.
+            listed = len(as_bytes("\n".join(part.files)))
+            prompt = len(as_bytes(sub.prompt.replace("{files}", " ".join(part.files))))
             for what, size, key in (("prompt", prompt, "prompt"), ("file list", listed, "files")):
                 if size > MAX_HANDED_BYTES:
                     self.problems.at_key(

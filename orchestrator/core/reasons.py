@@ -13,6 +13,8 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.core.event_base import Printed
+
 
 class ReasonCode(enum.StrEnum):
     """The stable words of cli.md, each the start of a reason's sentence."""
@@ -45,7 +47,7 @@ class Reason(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     code: ReasonCode
-    detail: str = ""
+    detail: Printed = ""  # may quote a check's output (a setup's last line)
 
 
 def sentence(reason: Reason) -> str:

@@ -11,11 +11,12 @@ from typing import Any
 from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.inert_text import markdown_block, markdown_code, markdown_text
 from orchestrator.core.overlaps import overlap_documents, some_sentences
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions, resolutions_markdown
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.status import last_output, output_of, tampering
+from orchestrator.core.status import last_output, output_of, written_by_others
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
@@ -45,7 +46,7 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         {
             **entry(v),
             "worktree": v.worktree,
-            "conflicts": [c.model_dump(mode="json", by_alias=True) for c in v.conflicts],
+            "conflicts": [c.document() for c in v.conflicts],
             "output": last_output(v),
         }
         for v in views
@@ -111,8 +112,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         report["resolutions"] = resolved
     if state.overlaps:
         report["overlaps"] = overlap_documents(state)
-    if tampered := tampering(state):
-        report["tampering"] = tampered
+    if written := written_by_others(state):
+        report["written_by_others"] = written
     return report
 
 
@@ -187,11 +188,15 @@ def _some(items: list[str], most: int) -> str:
 
 
 def to_markdown(report: dict[str, Any]) -> str:
+    """The report as a pull request's body. Every text that came from an agent, a
+    repository or the plan's free text goes through core/inert_text.py, so that the page
+    hides nothing and reads nothing of it as markup; ids need none (the plan allows them
+    letters, digits, '.', '_' and '-' only)."""
     lines = [
         f"# kairo-orch: {report['plan']}",
         "",
         f"Execution `{report['execution_id']}` is **{report['status']}**. "
-        f"Integration branch `{report['integration_branch']}` "
+        f"Integration branch {markdown_code(report['integration_branch'])} "
         f"(from base `{report['base_commit'][:12]}`).",
         "",
         f"- merged: {len(report['merged'])}",
@@ -216,49 +221,49 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"{checks['batch']} merges"
         )
     if report["attempts"]:
-        lines.append(f"- agent output: `{report['run_root']}/<subtask>/<attempt>/output.log`")
+        outputs = f"{report['run_root']}/<subtask>/<attempt>/output.log"
+        lines.append(f"- agent output: {markdown_code(outputs)}")
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"][:MERGES_LISTED]:
-            title = f" ({item['title']})" if item["title"] != item["id"] else ""
+            title = f" ({markdown_text(item['title'])})" if item["title"] != item["id"] else ""
             lines.append(
-                f"- **{item['id']}**{title}: {item['diffstat'] or 'no file changes'}"
+                f"- **{item['id']}**{title}: {markdown_text(item['diffstat'] or 'no file changes')}"
                 f" — merge `{item['merge_commit'][:12]}`"
             )
         more = len(report["merged"]) - MERGES_LISTED
         if more > 0:
+            every = (
+                f"git log --first-parent --oneline "
+                f"{report['base_commit'][:12]}..{report['integration_branch']}"
+            )
             lines.append(
-                f"- and {more:,} more: `git log --first-parent --oneline "
-                f"{report['base_commit'][:12]}..{report['integration_branch']}` lists every "
-                "merge, `kairo-orch report --json` every subtask"
+                f"- and {more:,} more: {markdown_code(every)} lists every merge, "
+                "`kairo-orch report --json` every subtask"
             )
     if report["conflicted"]:
         lines += ["", "## Conflicts", ""]
         for item in report["conflicted"]:
-            lines.append(f"- **{item['id']}** on branch `{item['branch']}`:")
+            lines.append(f"- **{item['id']}** on branch {markdown_code(item['branch'])}:")
             for conflict in item["conflicts"]:
                 others = ", ".join(f"`{w}`" for w in conflict["with"]) or "the base"
-                lines.append(f"  - `{conflict['path']}` ({conflict['kind']}) with {others}")
+                path, kind = markdown_code(conflict["path"]), markdown_text(conflict["kind"])
+                lines.append(f"  - {path} ({kind}) with {others}")
             if item["worktree"]:
-                lines.append(f"  - worktree kept at `{item['worktree']}`")
+                lines.append(f"  - worktree kept at {markdown_code(item['worktree'])}")
             if item["output"]:
-                lines.append(f"  - agent output in `{item['output']}`")
+                lines.append(f"  - agent output in {markdown_code(item['output'])}")
     lines += resolutions_markdown(report.get("resolutions", []))
     for title, key in (("Failed", "failed"), ("Skipped", "skipped"), ("Stopped", "stopped")):
         if report[key]:
             lines += ["", f"## {title}", ""]
             for item in report[key]:
-                where = f" (worktree `{item['worktree']}`)" if item["worktree"] else ""
-                lines.append(f"- **{item['id']}**: {item['reason']}{where}")
+                where = f" (worktree {markdown_code(item['worktree'])})" if item["worktree"] else ""
+                lines.append(f"- **{item['id']}**: {markdown_text(item['reason'] or '')}{where}")
                 if item["output"]:
-                    lines.append(f"  - agent output in `{item['output']}`")
+                    lines.append(f"  - agent output in {markdown_code(item['output'])}")
                 if item["output_tail"]:
-                    lines += [
-                        "",
-                        "  ```",
-                        *(f"  {t}" for t in item["output_tail"].splitlines()),
-                        "  ```",
-                    ]
+                    lines += ["", *markdown_block(item["output_tail"], indent="  ")]
     eventful = {
         sid: [a for a in attempts if _eventful(a)] for sid, attempts in report["attempts"].items()
     }
@@ -266,21 +271,23 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += ["", "## What the agents went through", ""]
         for sid, attempts in eventful.items():
             for attempt in attempts:
-                lines.append(f"- **{sid}** attempt {attempt['attempt']}: {_went_through(attempt)}")
+                said = markdown_text(_went_through(attempt))
+                lines.append(f"- **{sid}** attempt {attempt['attempt']}: {said}")
     if report.get("anomalies"):
         lines += ["", "## Moves the subtask lifecycle does not allow", ""]
-        lines += [f"- {anomaly}" for anomaly in report["anomalies"]]
+        lines += [f"- {markdown_text(anomaly)}" for anomaly in report["anomalies"]]
         lines += [
             "",
             "The log holds them (written before kairo-orch checked its moves, or edited by "
             "hand): what this report says is what the log says, as written.",
         ]
-    if report.get("tampering"):
+    if report.get("written_by_others"):
         lines += ["", "## Records of the agents' runners that another process wrote", ""]
-        lines += [f"- {said}" for said in report["tampering"]]
+        lines += [f"- {markdown_text(said)}" for said in report["written_by_others"]]
     if report.get("overlaps"):
         lines += ["", "## Overlaps seen while the agents worked", ""]
-        lines += [f"- {said}" for said in some_sentences(report["overlaps"], OVERLAPS_LISTED)]
+        overlaps = some_sentences(report["overlaps"], OVERLAPS_LISTED)
+        lines += [f"- {markdown_text(sentence)}" for sentence in overlaps]
     if report.get("conflict_map"):
         lines += ["", "## Conflict map", "", *conflict_map_lines(report["conflict_map"])]
     if report["review"]:
@@ -289,17 +296,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         what = "push" if item["step"] == "push" else "pull request"
         lines.append(f"- {what}: {_review_outcome(item['exit_code'])}")
         if item["output_tail"]:
-            lines += ["", "  ```", *(f"  {t}" for t in item["output_tail"].splitlines()), "  ```"]
-    lines += [
-        "",
-        "## Review",
-        "",
-        "```sh",
-        f"git log --oneline --graph {report['base_commit'][:12]}..{report['integration_branch']}",
-        f"git diff {report['base_commit'][:12]}...{report['integration_branch']}",
-        "```",
-        "",
-    ]
+            lines += ["", *markdown_block(item["output_tail"], indent="  ")]
+    base, branch = report["base_commit"][:12], report["integration_branch"]
+    review = f"git log --oneline --graph {base}..{branch}\ngit diff {base}...{branch}"
+    lines += ["", "## Review", "", *markdown_block(review, info="sh"), ""]
     return "\n".join(lines)
 
 

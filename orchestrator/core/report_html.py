@@ -3,7 +3,8 @@
 Pure: from the folded state, the logged events (with the times the store wrote them) and
 status --json's document. No script, and a Content-Security-Policy that forbids loading
 anything: its one stylesheet is inline and allowed by its hash. Everything that came from
-an agent or a plan (ids, paths, reasons, output tails) is escaped.
+an agent, a repository or a plan (ids, paths, reasons, output tails) is escaped and made
+inert (`inert_text.html_text`: no control, bidi or invisible character survives).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from html import escape
 from typing import Any
 
 from orchestrator.core.conflict_map import ConflictMap
+from orchestrator.core.inert_text import html_text
 from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.report import build_report
 from orchestrator.core.report_html_conflicts import (
@@ -76,9 +77,9 @@ def html_page(
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(policy)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{html_text(policy)}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{style}</style></head>"
+        f"<title>{html_text(title)}</title><style>{style}</style></head>"
         f"<body>{body}</body></html>\n"
     )
 
@@ -95,13 +96,13 @@ def _header(
     )
     head = report["integration_head"] or ""
     lines = [
-        f"<header><h1>{escape(report['plan'])}</h1>",
-        f'<p>Execution <code id="execution-id">{escape(report["execution_id"])}</code> '
-        f'<span id="status" class="status st-{escape(status)}" data-status="{escape(status)}">'
-        f"{escape(status)}</span></p>",
-        f"<p>Integration branch <code>{escape(report['integration_branch'])}</code>"
-        f" at <code>{escape(head[:12])}</code>, from base"
-        f" <code>{escape(report['base_commit'][:12])}</code>. Started {_when(timeline.start)},"
+        f"<header><h1>{html_text(report['plan'])}</h1>",
+        f'<p>Execution <code id="execution-id">{html_text(report["execution_id"])}</code> '
+        f'<span id="status" class="status st-{html_text(status)}"'
+        f' data-status="{html_text(status)}">{html_text(status)}</span></p>',
+        f"<p>Integration branch <code>{html_text(report['integration_branch'])}</code>"
+        f" at <code>{html_text(head[:12])}</code>, from base"
+        f" <code>{html_text(report['base_commit'][:12])}</code>. Started {_when(timeline.start)},"
         f" {duration(timeline.end - timeline.start)} shown.</p>",
         f'<p class="counts">{said}</p>',
     ]
@@ -121,8 +122,8 @@ def _header(
             f"{_when(gap.end)} ({duration(gap.end - gap.start)}): it was resumed"
             " (the hatched band on the timeline).</p>"
         )
-    for said in (*report.get("anomalies", ()), *report.get("tampering", ())):
-        lines.append(f'<p class="note">{escape(said)}</p>')
+    for said in (*report.get("anomalies", ()), *report.get("written_by_others", ())):
+        lines.append(f'<p class="note">{html_text(said)}</p>')
     lines.append("</header>")
     return "".join(lines)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
+
+from orchestrator.core.inert_text import html_text
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,10 @@ def overlaps_section(
         for item in conflicts:
             others = ", ".join(item.with_) or "the base"
             parts.append(
-                f'<tr data-subtask="{escape(item.subtask)}"><td class="mono">'
-                f"{escape(item.subtask)}</td><td><code>{escape(item.path)}</code></td>"
-                f'<td>{escape(item.kind)}</td><td class="mono">{escape(others)}</td>'
-                f'<td class="muted">{escape(item.message)}</td></tr>'
+                f'<tr data-subtask="{html_text(item.subtask)}"><td class="mono">'
+                f"{html_text(item.subtask)}</td><td><code>{html_text(item.path)}</code></td>"
+                f'<td>{html_text(item.kind)}</td><td class="mono">{html_text(others)}</td>'
+                f'<td class="muted">{html_text(item.message)}</td></tr>'
             )
         parts.append("</tbody></table>")
     if overlaps:
@@ -91,9 +92,9 @@ def overlaps_section(
         )
         for overlap in overlaps:
             parts.append(
-                f'<tr><td class="mono">{escape(", ".join(overlap.subtasks))}</td>'
-                f"<td><code>{escape(', '.join(overlap.paths))}</code></td>"
-                f'<td class="muted">{escape(overlap.note)}</td></tr>'
+                f'<tr><td class="mono">{html_text(", ".join(overlap.subtasks))}</td>'
+                f"<td><code>{html_text(', '.join(overlap.paths))}</code></td>"
+                f'<td class="muted">{html_text(overlap.note)}</td></tr>'
             )
         parts.append("</tbody></table>")
     if mapped:
@@ -103,8 +104,8 @@ def overlaps_section(
         )
         for path, subtasks in sorted(mapped.items()):
             parts.append(
-                f'<tr data-path="{escape(path)}"><td><code>{escape(path)}</code></td>'
-                f'<td class="mono">{escape(", ".join(subtasks))}</td></tr>'
+                f'<tr data-path="{html_text(path)}"><td><code>{html_text(path)}</code></td>'
+                f'<td class="mono">{html_text(", ".join(subtasks))}</td></tr>'
             )
         parts.append("</tbody></table>")
     parts.append("</section>")

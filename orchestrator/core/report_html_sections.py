@@ -4,10 +4,10 @@ order, what failed and why, the events. Every text from the log is escaped."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from orchestrator.core import events as ev
+from orchestrator.core.inert_text import html_text
 from orchestrator.core.plan import ResolvedPlan
 from orchestrator.core.report_html_timeline import Positions, duration
 from orchestrator.core.timeline import LoggedEvent
@@ -63,8 +63,8 @@ def _usage_row(entry: Mapping[str, Any], budget: int | None, places: Positions) 
     live = f' <span class="muted">+{now["tokens"]:,} running</span>' if now.get("tokens") else ""
     meter = f"{budget:,} {_meter(entry['tokens'], budget, places)}" if budget else ""
     return (
-        f'<tr data-subtask="{escape(entry["id"])}" data-tokens="{entry["tokens"]}"'
-        f' data-cost="{entry["cost_usd"]:g}"><td class="mono">{escape(entry["id"])}</td>'
+        f'<tr data-subtask="{html_text(entry["id"])}" data-tokens="{entry["tokens"]}"'
+        f' data-cost="{entry["cost_usd"]:g}"><td class="mono">{html_text(entry["id"])}</td>'
         f'<td class="n">{entry["attempts"]}</td><td class="n">{entry["tokens"]:,}{live}</td>'
         f'<td class="n">{entry["input_tokens"]:,}</td>'
         f'<td class="n">{entry["output_tokens"]:,}</td>'
@@ -86,11 +86,11 @@ def merges_section(merged: Sequence[Mapping[str, Any]]) -> str:
         nothing = '<p class="muted">Nothing merged.</p>'
         return f'<section id="merges"><h2>Merge order</h2>{nothing}</section>'
     rows = "".join(
-        f'<tr data-subtask="{escape(item["id"])}"><td class="n">{number}</td>'
-        f'<td class="mono">{escape(item["id"])}</td><td>{escape(_title(item))}</td>'
-        f"<td>{escape(item['diffstat'] or 'no file changes')}</td>"
+        f'<tr data-subtask="{html_text(item["id"])}"><td class="n">{number}</td>'
+        f'<td class="mono">{html_text(item["id"])}</td><td>{html_text(_title(item))}</td>'
+        f"<td>{html_text(item['diffstat'] or 'no file changes')}</td>"
         f'<td class="n">+{item["insertions"]} &minus;{item["deletions"]}</td>'
-        f'<td class="mono">{escape(item["merge_commit"][:12])}</td></tr>'
+        f'<td class="mono">{html_text(item["merge_commit"][:12])}</td></tr>'
         for number, item in enumerate(merged, start=1)
     )
     table = (
@@ -116,20 +116,20 @@ def failures_section(report: Mapping[str, Any]) -> str:
     if not unmerged:
         parts.append('<p class="muted">No subtask failed, was stopped or skipped.</p>')
     for key, item in unmerged:
-        sid = escape(item["id"])
+        sid = html_text(item["id"])
         where = (
-            f" Worktree kept at <code>{escape(item['worktree'])}</code>."
+            f" Worktree kept at <code>{html_text(item['worktree'])}</code>."
             if item["worktree"]
             else ""
         )
-        output = f" Output: <code>{escape(item['output'])}</code>." if item["output"] else ""
+        output = f" Output: <code>{html_text(item['output'])}</code>." if item["output"] else ""
         tail = item["output_tail"][-TAIL_CHARS:]
         parts.append(
             f'<div class="failure" data-subtask="{sid}" data-state="{key}">'
             f'<h3 class="mono">{sid} <span class="muted">({key})</span></h3>'
-            f'<p class="reason">{escape(item["reason"] or "")}</p>'
+            f'<p class="reason">{html_text(item["reason"] or "")}</p>'
             f'<p class="muted">{where}{output}</p>'
-            + (f"<pre>{escape(tail)}</pre>" if tail else "")
+            + (f"<pre>{html_text(tail, lines=True)}</pre>" if tail else "")
             + "</div>"
         )
     sent_back = [
@@ -144,9 +144,9 @@ def failures_section(report: Mapping[str, Any]) -> str:
             '<th class="n">attempt</th><th>why</th></tr></thead><tbody>'
         )
         parts += [
-            f'<tr data-subtask="{escape(sid)}"><td class="mono">{escape(sid)}</td>'
+            f'<tr data-subtask="{html_text(sid)}"><td class="mono">{html_text(sid)}</td>'
             f'<td class="n">{attempt["attempt"]}</td>'
-            f"<td>{escape(attempt['reason'] or 'not accepted')}</td></tr>"
+            f"<td>{html_text(attempt['reason'] or 'not accepted')}</td></tr>"
             for sid, attempt in sent_back[:SENT_BACK_LISTED]
         ]
         parts.append("</tbody></table>")
@@ -172,7 +172,7 @@ def events_section(logged: Sequence[LoggedEvent], execution_id: str) -> str:
     if left_out > 0:
         parts.append(
             f'<p class="note">The {left_out:,} events in the middle are not listed here: '
-            f"<code>kairo-orch events {escape(execution_id)}</code> lists them all.</p>"
+            f"<code>kairo-orch events {html_text(execution_id)}</code> lists them all.</p>"
         )
     for group in groups:
         first, last = group[0].seq, group[-1].seq
@@ -192,8 +192,8 @@ def _event_row(item: LoggedEvent, start: float) -> str:
     who = f"{subtask} #{attempt}" if attempt is not None and subtask else subtask
     return (
         f'<tr><td class="n">{item.seq}</td><td class="n">+{duration(item.at - start)}</td>'
-        f'<td>{event.type}</td><td class="mono">{escape(who)}</td>'
-        f"<td>{escape(_event_words(event))}</td></tr>"
+        f'<td>{event.type}</td><td class="mono">{html_text(who)}</td>'
+        f"<td>{html_text(_event_words(event))}</td></tr>"
     )
 
 

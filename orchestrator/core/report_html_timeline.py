@@ -1,15 +1,16 @@
 """The HTML report's timeline: a row per subtask, a bar per step, in groups when many.
 
-Every text that came from the log (ids, notes, reasons) goes through `html.escape`.
+Every text that came from the log (ids, notes, reasons) is escaped and made inert
+(`inert_text.html_text`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 
+from orchestrator.core.inert_text import html_text
 from orchestrator.core.timeline import Span, Timeline, TimelineRow
 
 #: Rows in one group: a plan of a thousand is read a group at a time (the first one open).
@@ -76,11 +77,11 @@ def timeline_section(
     timeline: Timeline, subtasks: Mapping[str, Mapping[str, Any]], places: Positions
 ) -> str:
     """`subtasks`: status --json's entries by id (their state, attempts, tokens)."""
-    legend = "".join(f'<i class="{cls}"></i>{escape(text)}' for cls, text in LEGEND)
+    legend = "".join(f'<i class="{cls}"></i>{html_text(text)}' for cls, text in LEGEND)
     axis = _axis(timeline, places)
     gaps = "".join(
         f'<i class="gap {places.place(timeline.position(g.start), timeline.position(g.end))}"'
-        f' title="no supervisor for {escape(duration(g.end - g.start))}"></i>'
+        f' title="no supervisor for {html_text(duration(g.end - g.start))}"></i>'
         for g in timeline.gaps
     )
     rows = timeline.rows
@@ -100,9 +101,8 @@ def timeline_section(
         first, last = number * ROWS_IN_A_GROUP + 1, number * ROWS_IN_A_GROUP + len(group)
         opened = " open" if number == 0 else ""
         summary = f"subtasks {first:,} to {last:,} of {len(rows):,}{_troubles(group, subtasks)}"
-        parts.append(
-            f'<details class="group"{opened}><summary>{escape(summary)}</summary>{block}</details>'
-        )
+        opening = f'<details class="group"{opened}><summary>{html_text(summary)}</summary>'
+        parts.append(f"{opening}{block}</details>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -121,7 +121,7 @@ def _axis(timeline: Timeline, places: Positions) -> str:
         if timeline.gaps:  # a tick's label is the time drawn there, gaps compressed
             moment = _moment_at(timeline, fraction)
         label = "+" + duration(max(0.0, moment - timeline.start))
-        ticks.append(f'<span class="{places.at(fraction)}">{escape(label)}</span>')
+        ticks.append(f'<span class="{places.at(fraction)}">{html_text(label)}</span>')
     return f'<div class="axis">{"".join(ticks)}</div>'
 
 
@@ -140,18 +140,18 @@ def _moment_at(timeline: Timeline, fraction: float) -> float:
 def _row(
     timeline: Timeline, row: TimelineRow, subtask: Mapping[str, Any], places: Positions
 ) -> str:
-    sid = escape(row.subtask_id)
+    sid = html_text(row.subtask_id)
     bars = "".join(_span(timeline, span, places) for span in row.spans if _seen(timeline, span))
     marks = "".join(
         f'<b class="m-{mark.kind} {places.at(timeline.position(mark.at))}"'
-        f' title="{escape(mark.kind)}: {escape(mark.note)}"></b>'
+        f' title="{html_text(mark.kind)}: {html_text(mark.note)}"></b>'
         for mark in row.marks
     )
     return (
         f'<div class="row" id="row-{sid}" data-subtask="{sid}"'
-        f' data-state="{escape(str(subtask.get("state", "")))}"'
+        f' data-state="{html_text(str(subtask.get("state", "")))}"'
         f' data-attempts="{sum(span.kind == "agent" for span in row.spans)}">'
-        f'<span class="name" title="{sid}: {escape(str(subtask.get("state", "")))}">{sid}</span>'
+        f'<span class="name" title="{sid}: {html_text(str(subtask.get("state", "")))}">{sid}</span>'
         f'<span class="track">{bars}{marks}</span></div>'
     )
 
@@ -168,4 +168,4 @@ def _span(timeline: Timeline, span: Span, places: Positions) -> str:
     outcome = f" o-{span.outcome}" if span.outcome else ""
     attempt = f' data-attempt="{span.attempt}"' if span.attempt is not None else ""
     note = f"{span.note} ({duration(span.end - span.start)})"
-    return f'<i class="k-{span.kind}{outcome} {where}"{attempt} title="{escape(note)}"></i>'
+    return f'<i class="k-{span.kind}{outcome} {where}"{attempt} title="{html_text(note)}"></i>'

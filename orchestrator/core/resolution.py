@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core import events as ev
+from orchestrator.core.inert_text import markdown_block, markdown_code, markdown_text
 from orchestrator.core.reasons import Reason, ReasonCode, sentence_or_none
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import TERMINAL, SubtaskView
@@ -260,7 +261,7 @@ def resolutions(view: SubtaskView) -> list[dict[str, Any]]:
                 "subtask": view.id,
                 "attempt": attempt.number,
                 "merged_in": started.merged_in,
-                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in started.conflicts],
+                "conflicts": [c.document() for c in started.conflicts],
                 "outcome": outcome,
                 "reason": sentence_or_none(attempt.reason),
                 "commit": attempt.head_commit if check is not None else None,
@@ -285,9 +286,10 @@ def resolutions_markdown(shown: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["", "## Conflict resolutions", ""]
     for item in shown:
         paths = ", ".join(
-            f"`{c['path']}` with {', '.join(c['with']) or 'merged work'}" for c in item["conflicts"]
+            f"{markdown_code(c['path'])} with {', '.join(c['with']) or 'merged work'}"
+            for c in item["conflicts"]
         )
-        why = f": {item['reason']}" if item["reason"] else ""
+        why = f": {markdown_text(item['reason'])}" if item["reason"] else ""
         lines.append(
             f"- **{item['subtask']}** attempt {item['attempt']}, {paths}: {item['outcome']}{why}"
         )
@@ -295,15 +297,13 @@ def resolutions_markdown(shown: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(f"  - resolution commit `{item['commit'][:12]}`")
         for hunk in item["dropped"]:
             said = " (not explained)" if hunk["hunk"] in item["unexplained"] else ""
-            lines.append(f"  - dropped `{hunk['hunk']}`{said}")
+            lines.append(f"  - dropped {markdown_code(hunk['hunk'])}{said}")
         if item["explanation"].strip():
             lines += [
                 "  - the agent's explanation:",
                 "",
-                "```",
-                item["explanation"].rstrip(),
-                "```",
+                *markdown_block(item["explanation"].rstrip()),
             ]
         if item["diff"].strip():
-            lines += ["", "```diff", item["diff"].rstrip(), "```", ""]
+            lines += ["", *markdown_block(item["diff"].rstrip(), info="diff"), ""]
     return lines

@@ -13,8 +13,14 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
-def effective_status(state: ExecutionState, *, supervisor_alive: bool) -> str:
-    """RUNNING only while a supervisor lives; an unfinished log without one is PAUSED."""
+def effective_status(
+    state: ExecutionState, *, supervisor_alive: bool, tampered: bool = False
+) -> str:
+    """RUNNING only while a supervisor lives; an unfinished log without one is PAUSED. A log
+    that is not the one its supervisor wrote (`tampered`: runtime/log_witness.py) is
+    TAMPERED, whatever it says, even that it ended."""
+    if tampered:
+        return "TAMPERED"
     if state.ended is not None:
         return state.ended
     return "RUNNING" if supervisor_alive else "PAUSED"
@@ -28,8 +34,10 @@ def status_document(
     head_seq: int,
     head_hash: str,
     running: Mapping[str, Mapping[str, int | None]] | None = None,
+    tampered: str | None = None,
 ) -> dict[str, Any]:
-    """`running`: running attempts' usage so far, by subtask (agents.live_usage.read_live)."""
+    """`running`: running attempts' usage so far, by subtask (agents.live_usage.read_live).
+    `tampered`: how the log is not the one its supervisor wrote, a sentence."""
     created = state.created
     running = running or {}
     document: dict[str, Any] = {
@@ -64,7 +72,7 @@ def status_document(
                 "running": dict(running[view.id]) if view.id in running else None,
                 "session_id": view.session_id,
                 "reason": sentence_or_none(view.reason),
-                "conflicts": [c.model_dump(mode="json", by_alias=True) for c in view.conflicts],
+                "conflicts": [c.document() for c in view.conflicts],
                 "output": last_output(view),
                 **_resolutions(view),
                 **_host(state, view),
@@ -72,30 +80,32 @@ def status_document(
             for view in (state.subtask(spec.id) for spec in state.plan.subtasks)
         ],
     }
+    if tampered is not None:  # likewise: said only of a log rewritten (store.md)
+        document["tampered"] = tampered
     if state.anomalies:  # only then: a log that holds none is described as it always was
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
     if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
         document["overlaps"] = overlap_documents(state)
-    if tampered := tampering(state):  # likewise
-        document["tampering"] = tampered
+    if written := written_by_others(state):  # likewise
+        document["written_by_others"] = written
     return document
 
 
-def tampering(state: ExecutionState) -> list[str]:
+def written_by_others(state: ExecutionState) -> list[str]:
     """What other processes wrote of the runners' records, a sentence each, in plan order."""
     said = []
     for spec in state.plan.subtasks:
         for attempt in state.subtask(spec.id).attempts:
             said += [
-                f"{spec.id} attempt {attempt.number}: {_TAMPERED[record]}".format(
+                f"{spec.id} attempt {attempt.number}: {_WRITTEN_BY_OTHERS[record]}".format(
                     log=attempt_output(attempt.run_dir)
                 )
-                for record in attempt.tampered
+                for record in attempt.written_by_others
             ]
     return said
 
 
-_TAMPERED = {
+_WRITTEN_BY_OTHERS = {
     "exit_record": "an exit record was written into its run folder by another process while "
     "its agent still ran; it was not taken for the agent's exit",
     "output_log": "its output log ({log}) was changed by another process: it is not what its "
@@ -119,8 +129,8 @@ def last_output(view: SubtaskView) -> str | None:
 
 
 def output_of(attempt: AttemptView) -> str | None:
-    """Its output log, unless another process changed it (`tampering` says so instead)."""
-    return None if "output_log" in attempt.tampered else attempt_output(attempt.run_dir)
+    """Its output log, unless another process changed it (`written_by_others` says so)."""
+    return None if "output_log" in attempt.written_by_others else attempt_output(attempt.run_dir)
 
 
 def _resolutions(view: SubtaskView) -> dict[str, Any]:

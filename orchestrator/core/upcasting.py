@@ -87,9 +87,9 @@ def _paths_not_recorded(payload: Payload) -> Payload:
     return {"paths": None, "branch_paths": None, **payload}
 
 
-def _nothing_tampered(payload: Payload) -> Payload:
-    """Version 3 -> 4 of `attempt_exited`: no record was checked, none is said changed."""
-    return {"tampered": [], **payload}
+def _none_written_by_others(payload: Payload) -> Payload:
+    """Version 4 -> 5 of `attempt_exited`: no record was checked, none is said changed."""
+    return {"written_by_others": [], **payload}
 
 
 #: (event type, the version it reads) -> that payload at the next version.
@@ -97,7 +97,7 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
     {
         **{(event_type, 1): _reason_as_data for event_type in REASON_EVENTS},
         ("attempt_committed", 2): _paths_not_recorded,
-        ("attempt_exited", 3): _nothing_tampered,
+        ("attempt_exited", 4): _none_written_by_others,
     }
 )
 

@@ -17,8 +17,9 @@ import trio
 
 from orchestrator.errors import StepFailed
 from orchestrator.git.history import diffstat
-from orchestrator.git.refs import rev_parse
-from orchestrator.git.repo import Identity, add_all_but, first_line, git
+from orchestrator.git.invocation import git
+from orchestrator.git.refs import commit_and_tree, commit_tree, is_full_oid, rev_parse, update_ref
+from orchestrator.git.repo import Identity, add_all_but, write_tree
 
 # git's own test for a trailer token is looser; this keeps ours unambiguous to parse.
 _TRAILER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
@@ -78,25 +79,17 @@ async def commit_all(
     land on whatever it switched to. `leave_out` are paths that are not the agent's work
     (files copied in by the worktree's setup).
     """
-    await _require_committable(worktree, expected_branch)
+    branch = await _require_committable(worktree, expected_branch)
     await add_all_but(worktree, leave_out)
-    staged = await git("diff", "--cached", "--quiet", "--no-ext-diff", cwd=worktree, check=False)
-    if staged.returncode not in (0, 1):
-        raise StepFailed(f"cannot compare the index of {worktree}: {first_line(staged)}")
-    if staged.returncode == 1:
-        await git(
-            "commit",
-            "--quiet",
-            "--no-verify",  # core.hooksPath=/dev/null already; this says it here too
-            "--no-gpg-sign",  # a signing prompt (pinentry) would hang the supervisor
-            "--cleanup=whitespace",  # keep the message as written, whatever commit.cleanup
-            "--file=-",
-            cwd=worktree,
-            env=identity.env(),
-            stdin=commit_message(message, trailers).encode(),
+    head, head_tree = await commit_and_tree(worktree, branch)
+    tree = await write_tree(worktree)
+    if tree != head_tree:
+        made = await commit_tree(
+            worktree, tree, (head,), identity=identity, message=commit_message(message, trailers)
         )
-    head = await rev_parse(worktree, "HEAD")
-    start = await rev_parse(worktree, start_commit)
+        await update_ref(worktree, branch, made, head)
+        head = made
+    start = start_commit if is_full_oid(start_commit) else await rev_parse(worktree, start_commit)
     stat = None if head == start else await diffstat(worktree, start, head)
     written = await trio.to_thread.run_sync(written_submodules, worktree)
     if stat is None:
@@ -125,8 +118,9 @@ def written_submodules(worktree: Path) -> tuple[str, ...]:
     return tuple(written)
 
 
-async def _require_committable(worktree: Path, expected_branch: str | None) -> None:
-    """Refuse a worktree whose state makes "commit everything" mean something else."""
+async def _require_committable(worktree: Path, expected_branch: str | None) -> str:
+    """The branch (full ref) that HEAD is on, where "commit everything" means committing
+    on it; refuse a worktree whose state makes it mean something else."""
     if not await trio.Path(worktree).is_dir():
         raise StepFailed(f"worktree {worktree} does not exist")
     names = list(_UNFINISHED)
@@ -154,3 +148,4 @@ async def _require_committable(worktree: Path, expected_branch: str | None) -> N
             f"not on its branch {expected_branch!r}",
             branch=expected_branch,
         )
+    return current

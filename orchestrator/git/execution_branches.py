@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
-from orchestrator.git.repo import RepoPaths, git_sync
+from orchestrator.git.invocation import git_sync
+from orchestrator.git.repo import RepoPaths
 from orchestrator.kairo_dir import started_with_another_store
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import trio
 
 from orchestrator.errors import StepFailed
-from orchestrator.git.refs import branch_ref
-from orchestrator.git.repo import git
+from orchestrator.git.invocation import git
+from orchestrator.git.refs import BranchExists, branch_ref
 
 #: Free space under which a worktree that could not be written is said to be on a full disk.
 FULL_BELOW = 1024**2
@@ -19,12 +19,12 @@ FULL_BELOW = 1024**2
 async def forget_branch_of_a_failed_switch(
     repo_root: Path, branch: str, base: str, error: BaseException
 ) -> None:
-    """`switch --create` makes its branch even when it could not write every file: the
-    branch left at `base` by a switch that failed, not refused for its name, is that
-    switch's, and goes with its worktree. One the switch was refused for ("a branch named
-    ... already exists") is someone's. A switch cancelled (the supervisor stopping) may
-    have been either: its branch stays, for `adopt` to finish, as after a crash."""
-    if not isinstance(error, StepFailed) or "a branch named" in error.message:
+    """A fill makes its branch before it writes the files: the branch left at `base` by a
+    fill that failed, not refused for its name, is that fill's, and goes with its
+    worktree. One the fill was refused for (`BranchExists`) is someone's. A fill cancelled
+    (the supervisor stopping) may have been either: its branch stays, for `adopt` to
+    finish, as after a crash."""
+    if not isinstance(error, StepFailed) or isinstance(error, BranchExists):
         return
     await git("update-ref", "-d", branch_ref(branch), base, cwd=repo_root, check=False)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.git.repo import git, git_sync
+from orchestrator.git.invocation import git, git_sync
 
 _DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color", "--no-relative")
 
@@ -61,8 +61,9 @@ async def diffstat(cwd: Path, base: str, head: str) -> DiffStat:
     Binary files count as changed files with no line counts, as in `git diff --stat`.
     """
     result = await git(
-        "diff", "--numstat", "--shortstat", "-z", "-M", *_DIFF_OPTIONS, base, head, "--", cwd=cwd
-    )
+        "diff-tree", "-r", "--numstat", "--shortstat", "-z", "-M", *_DIFF_OPTIONS, base, head,
+        "--", cwd=cwd,
+    )  # fmt: skip
     # NUL-ended numstat records, then the shortstat line (none when nothing changed).
     fields = result.stdout.split("\0")
     files = insertions = deletions = 0
@@ -90,17 +91,11 @@ def _git_order(path: str) -> bytes:
 async def commits_between(cwd: Path, base: str, head: str) -> list[CommitSummary]:
     """Commits reachable from `head` but not from `base`, oldest first."""
     result = await git(
-        "log",
-        "--reverse",
-        "-z",
-        "--format=%H %s",
-        "--end-of-options",
-        f"{base}..{head}",
-        "--",
-        cwd=cwd,
-    )
+        "rev-list", "--reverse", "--no-commit-header", "--format=%H %s", "--end-of-options",
+        f"{base}..{head}", "--", cwd=cwd,
+    )  # fmt: skip
     summaries = []
-    for record in _nul_fields(result.stdout):
+    for record in result.stdout.splitlines():  # a subject is one line
         oid, _, subject = record.partition(" ")
         summaries.append(CommitSummary(oid, subject))
     return summaries

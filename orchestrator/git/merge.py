@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import StepFailed, UsageError
+from orchestrator.git.invocation import common_of, first_line, git_isolated
 from orchestrator.git.loose_refs import plain_tip
 from orchestrator.git.refs import (
+    commit_tree,
     is_ancestor,
     is_full_oid,
     parents_of,
@@ -37,7 +39,7 @@ from orchestrator.git.refs import (
     tree_of,
     update_ref,
 )
-from orchestrator.git.repo import Identity, first_line, git
+from orchestrator.git.repo import Identity
 
 #: How far below the tip a merge of ours is looked for: more than a merge step makes.
 MERGES_LOOKED_BACK = 32
@@ -185,16 +187,13 @@ async def merge_branch(
         except UsageError as exc:
             raise StepFailed(exc.message, branch=branch) from None
 
-    result = await git(
-        "merge-tree",
-        "--write-tree",
-        "-z",
-        "--messages",
-        previous,
-        source,
-        cwd=repo_root,
-        check=False,
-    )
+    # Isolated (invocation.py): the repository's attributes and configuration could name
+    # a merge driver, which merge-tree would run. The checkout's `.gitattributes` are still
+    # read, as git's own merge reads them: git's own drivers (union, binary) apply.
+    result = await git_isolated(
+        "merge-tree", "--write-tree", "-z", "--messages", previous, source,
+        common=git_common_dir or common_of(repo_root), work_tree=repo_root, check=False,
+    )  # fmt: skip
     if result.returncode not in (0, 1) or not result.stdout:
         # Exit 1 with no tree is a failure too: "X - not something we can merge".
         if "not something we can merge" in result.stderr:
@@ -219,21 +218,9 @@ async def merge_branch(
         if await is_ancestor(repo_root, source, previous):
             return Merged(previous, previous, tree, already_merged=True)
 
-    commit = await git(
-        "commit-tree",
-        "--no-gpg-sign",
-        tree,
-        "-p",
-        previous,
-        "-p",
-        source,
-        "-F",
-        "-",
-        cwd=repo_root,
-        env=identity.env(),
-        stdin=(message.rstrip("\n") + "\n").encode(),
+    merge_commit = await commit_tree(
+        repo_root, tree, (previous, source), identity=identity, message=message.rstrip("\n") + "\n"
     )
-    merge_commit = commit.stdout.strip()
     await update_ref(repo_root, target_ref, merge_commit, previous)
     _TREES.remember(merge_commit, tree)
     return Merged(merge_commit, previous, tree)

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.core.os_strings import as_bytes
 from orchestrator.errors import StepFailed, UsageError
-from orchestrator.git.repo import GitResult, first_line, git, git_sync
+from orchestrator.git.invocation import GitResult, first_line, git, git_sync
+from orchestrator.git.repo import Identity
 
 _REFLOG_MESSAGE = "kairo-orch"
 
@@ -60,6 +62,32 @@ def _commit(result: GitResult, cwd: Path, rev: str) -> str:
     if result.returncode != 0:
         raise UsageError(f"{rev!r} does not name a commit in the repository at {cwd}")
     return result.stdout.strip()
+
+
+async def commit_and_tree(cwd: Path, rev: str) -> tuple[str, str]:
+    """The commit `rev` (a full ref or an object id: never an option) names and its
+    tree, in one git process."""
+    found = await git(
+        "rev-parse", f"{rev}^{{commit}}", f"{rev}^{{tree}}",
+        cwd=cwd, check=False,
+    )  # fmt: skip
+    lines = found.stdout.split()
+    if found.returncode != 0 or len(lines) != 2:
+        raise StepFailed(f"{rev!r} names no commit in {cwd}: {first_line(found)}")
+    return lines[0], lines[1]
+
+
+async def commit_tree(
+    cwd: Path, tree: str, parents: Sequence[str], *, identity: Identity, message: str
+) -> str:
+    """A new commit of `tree` on `parents`, by `identity`, never signed (a signing prompt
+    would hang the supervisor); no ref moves. The message as its bytes (`as_bytes`): an
+    agent's summary in it may hold any, even an escape in its JSON that stands for none."""
+    made = await git(
+        "commit-tree", "--no-gpg-sign", tree, *(a for p in parents for a in ("-p", p)),
+        "-F", "-", cwd=cwd, env=identity.env(), stdin=as_bytes(message),
+    )  # fmt: skip
+    return made.stdout.strip()
 
 
 async def tree_of(cwd: Path, rev: str) -> str:

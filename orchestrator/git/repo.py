@@ -1,9 +1,8 @@
-"""Finding the repository, and the one function every other git call goes through.
+"""Finding the repository the user named, who commits, and what a worktree holds.
 
-All git work in kairo-orch happens by running the `git` binary: plumbing commands are
-stable, cheap (a few milliseconds), and behave exactly like the user's own git. Async
-code calls `git()`, which uses `trio.run_process`, so a slow git never blocks the
-supervisor's event loop and a cancelled step kills its git process.
+Every git command goes through git/invocation.py, which says how it is hardened: this
+module finds the user's repository (and trusts it: `discover_repo`) and asks the few
+questions of a worktree that the commit, recovery and look steps share.
 """
 
 from __future__ import annotations
@@ -12,36 +11,27 @@ import functools
 import os
 import re
 import socket
-import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import kairo_dir
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
+from orchestrator.git.invocation import (
+    GitDirs,
+    first_line,
+    git,
+    git_discovering_sync,
+    git_isolated,
+    git_isolated_sync,
+    git_sync,
+    locate,
+    trust_repository,
+)
 
 #: `git merge-tree --write-tree`, which integration depends on, appeared in git 2.38.
 MINIMUM_GIT_VERSION = (2, 38)
-
-# Variables that point git at some other repository, index or object store. A supervisor
-# started from inside a git hook (or a shell that exported GIT_DIR) would otherwise run
-# every command against the wrong repository, or write the user's index from a worktree.
-_LOCATING_VARIABLES = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
-
-# Prepended to every command. The supervisor's own git calls never run repository hooks:
-# a reference-transaction, post-commit or prepare-commit-msg hook must neither block a
-# step nor change what it writes. The agents' own git calls are not affected.
-_GLOBAL_OPTIONS = ("-c", "core.hooksPath=/dev/null")
 
 
 class NotARepository(EnvironmentProblem):
@@ -68,13 +58,6 @@ class RepoPaths:
         return kairo_dir.runs(self.git_common_dir)
 
 
-@dataclass(frozen=True)
-class GitResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 def parse_git_version(text: str) -> tuple[int, int, int]:
     """`git version 2.39.5` (also `2.39.3 (Apple Git-145)`, `2.40.1.windows.1`) as a tuple."""
     match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
@@ -89,20 +72,6 @@ def check_git_version(version: tuple[int, int, int]) -> None:
         found = ".".join(map(str, version))
         needed = ".".join(map(str, MINIMUM_GIT_VERSION))
         raise EnvironmentProblem(f"git {found} is too old: kairo-orch needs git {needed} or newer")
-
-
-def _run_sync(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["git", *_GLOBAL_OPTIONS, *args],
-            cwd=cwd,
-            env=git_environment(None),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise EnvironmentProblem("git is not installed (no `git` on PATH)") from None
 
 
 def discover_repo(path: Path) -> RepoPaths:
@@ -122,13 +91,13 @@ def discover_repo(path: Path) -> RepoPaths:
 
     _check_git_on_path()
     query = ["--path-format=absolute", "--is-bare-repository", "--git-dir", "--git-common-dir"]
-    found = _run_sync(["rev-parse", *query, "--show-toplevel"], start)
+    found = git_discovering_sync("rev-parse", *query, "--show-toplevel", cwd=start)
     if found.returncode == 0:
         is_bare, git_dir, common_dir, top_level = found.stdout.splitlines()
         if is_bare == "false":  # the usual case: a working tree
-            return RepoPaths(Path(top_level), Path(git_dir), Path(common_dir))
+            return trusted(RepoPaths(Path(top_level), Path(git_dir), Path(common_dir)))
     # Not a working tree: the same questions one at a time, to say which it is.
-    probe = _run_sync(["rev-parse", *query], start)
+    probe = git_discovering_sync("rev-parse", *query, cwd=start)
     if probe.returncode != 0:
         if "not a git repository" in probe.stderr:
             raise NotARepository(f"{path} is not inside a git repository")
@@ -136,120 +105,37 @@ def discover_repo(path: Path) -> RepoPaths:
     is_bare, git_dir, common_dir = probe.stdout.splitlines()
     if is_bare == "true":
         raise EnvironmentProblem(f"{path} is a bare repository; kairo-orch needs a working tree")
-    top = _run_sync(["rev-parse", "--show-toplevel"], start)
+    top = git_discovering_sync("rev-parse", "--show-toplevel", cwd=start)
     if top.returncode != 0:
         # Inside the .git directory itself there is a repository but no working tree.
         raise EnvironmentProblem(f"{path} is not inside a working tree: {first_line(top)}")
-    return RepoPaths(
-        toplevel=Path(top.stdout.strip()),
-        git_dir=Path(git_dir),
-        git_common_dir=Path(common_dir),
+    return trusted(
+        RepoPaths(
+            toplevel=Path(top.stdout.strip()),
+            git_dir=Path(git_dir),
+            git_common_dir=Path(common_dir),
+        )
     )
+
+
+def trusted(paths: RepoPaths) -> RepoPaths:
+    """The repository the user named is the one git commands may run in (invocation.py):
+    found by `discover_repo`, or handed to a supervisor by the command that found it."""
+    trust_repository(paths.toplevel, paths.git_dir, paths.git_common_dir)
+    return paths
+
+
+def inside_work_tree(path: Path) -> bool:
+    """Whether `path` is inside some working tree git finds from there (its own lookup)."""
+    found = git_discovering_sync("rev-parse", "--is-inside-work-tree", cwd=path)
+    return found.returncode == 0 and found.stdout.strip() == "true"
 
 
 @functools.cache
 def _check_git_on_path() -> None:
     """The git on PATH is new enough: asked once a process (a git call of its own), from the
     root directory, which exists wherever the asker is."""
-    check_git_version(parse_git_version(_run_sync(["--version"], Path(os.sep)).stdout))
-
-
-def git_environment(overrides: Mapping[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATING_VARIABLES}
-    # Messages are parsed (merge conflicts, "already exists"), so they must not be
-    # translated; prompts would hang an unattended supervisor.
-    env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0")
-    if overrides:
-        env.update(overrides)
-    return env
-
-
-async def git(
-    *args: str,
-    cwd: Path,
-    env: Mapping[str, str] | None = None,
-    check: bool = True,
-    stdin: bytes | None = None,
-) -> GitResult:
-    """Run `git ARGS` in `cwd`; with `check`, a non-zero exit raises `StepFailed`.
-
-    Output is decoded as UTF-8 with `surrogateescape`, so a path that is not valid UTF-8
-    still round-trips when it is passed back to git.
-    """
-    # Imported here: `status` and the live view use only this module's synchronous half,
-    # and trio would be a good part of their start-up (callers of this one have it already).
-    import trio
-
-    try:
-        done = await trio.run_process(
-            ["git", *_GLOBAL_OPTIONS, *args],
-            cwd=cwd,
-            env=git_environment(env),
-            # /dev/null rather than an empty pipe: the same end of input, one pipe and one
-            # feeding task fewer per process, a few percent of what a git call costs.
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise _not_run(args, cwd) from None
-    return _result(args, cwd, done.returncode, done.stdout, done.stderr, check=check)
-
-
-def git_sync(*args: str, cwd: Path, check: bool = True) -> GitResult:
-    """`git()` for code that runs no trio loop: the few queries of a CLI command's start
-    (`start` and `validate` read a plan with them), where importing trio would cost more
-    than the git processes."""
-    try:
-        done = subprocess.run(
-            ["git", *_GLOBAL_OPTIONS, *args],
-            cwd=cwd,
-            env=git_environment(None),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise _not_run(args, cwd) from None
-    return _result(args, cwd, done.returncode, done.stdout, done.stderr, check=check)
-
-
-def _not_run(args: Sequence[str], cwd: Path) -> KairoError:
-    if not cwd.is_dir():
-        return StepFailed(f"cannot run git {args[0]}: {cwd} does not exist")
-    return EnvironmentProblem("git is not installed (no `git` on PATH)")
-
-
-def _result(
-    args: tuple[str, ...], cwd: Path, returncode: int, stdout: bytes, stderr: bytes, *, check: bool
-) -> GitResult:
-    result = GitResult(
-        returncode=returncode,
-        stdout=stdout.decode("utf-8", "surrogateescape"),
-        stderr=stderr.decode("utf-8", "surrogateescape"),
-    )
-    if check and result.returncode != 0:
-        raise StepFailed(f"git {_describe(args)} failed in {cwd}: {first_line(result)}")
-    return result
-
-
-def _describe(args: tuple[str, ...]) -> str:
-    # Enough of the command to recognise it, without dumping long path lists into logs.
-    shown = " ".join(a for a in args[:4] if "\n" not in a)
-    return shown + (" ..." if len(args) > 4 else "")
-
-
-def first_line(result: GitResult | subprocess.CompletedProcess[str]) -> str:
-    """git's `fatal:`/`error:` line, the part a user can act on, else its first line.
-
-    Progress lines such as "Preparing worktree (new branch ...)" come first on stderr.
-    """
-    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("fatal:", "error:")):
-            return line
-    return lines[0] if lines else f"exit status {result.returncode}"
+    check_git_version(parse_git_version(git_discovering_sync("--version", cwd=Path(os.sep)).stdout))
 
 
 @contextmanager
@@ -303,28 +189,94 @@ def all_paths_but(paths: Sequence[str]) -> list[str]:
     return [":/", *(f":(top,literal,exclude){path}" for path in paths)]
 
 
+def worktree_dirs(worktree: Path) -> GitDirs:
+    """The git directories of a worktree (linked, or a checkout), found as `git()` finds
+    them: refused where its `.git` file names another repository's."""
+    dirs = locate(worktree)
+    if dirs.work_tree is None:
+        raise StepFailed(f"{worktree} is a git directory, not a worktree")
+    return dirs
+
+
+def own_index(dirs: GitDirs) -> Path:
+    return dirs.git_dir / "index"
+
+
 async def add_all_but(
-    worktree: Path, leave_out: Sequence[str], *, env: Mapping[str, str] | None = None
+    worktree: Path, leave_out: Sequence[str], *, index: Path | None = None
 ) -> None:
-    """`git add --all` of the worktree less `leave_out`. Paths git ignores (a copied-in
-    `.env`, say) are not named: `add` takes no ignored file anyway, and a pathspec that
-    names one, even to exclude it, makes it fail (exit 1, though it added the rest)."""
+    """`git add --all` of the worktree less `leave_out`, into `index` (by default the
+    worktree's own), isolated: no filter, fsmonitor or hook of the repository runs.
+
+    Paths git ignores (a copied-in `.env`, say) are not named: `add` takes no ignored file
+    anyway, and a pathspec that names one, even to exclude it, makes it fail (exit 1,
+    though it added the rest)."""
+    dirs = worktree_dirs(worktree)
+    index = index if index is not None else own_index(dirs)
     named = list(leave_out)
     if named:
-        found = await git(
-            "check-ignore", "-z", "--stdin", cwd=worktree, env=env, check=False,
+        found = await git_isolated(
+            "check-ignore", "-z", "--stdin",
+            common=dirs.common, work_tree=worktree, index=index, check=False,
             stdin=b"".join(path.encode(errors="surrogateescape") + b"\0" for path in named),
         )  # fmt: skip
         if found.returncode not in (0, 1):  # 1: none is ignored
             raise StepFailed(f"git check-ignore failed in {worktree}: {first_line(found)}")
         ignored = set(found.stdout.split("\0"))
         named = [path for path in named if path not in ignored]
-    await git("add", "--all", "--", *all_paths_but(named), cwd=worktree, env=env)
+    await git_isolated(
+        "add", "--all", "--", *all_paths_but(named),
+        common=dirs.common, work_tree=worktree, index=index,
+    )  # fmt: skip
+
+
+async def write_tree(worktree: Path, *, index: Path | None = None) -> str:
+    """The tree of `index` (by default the worktree's own), written to the objects."""
+    dirs = worktree_dirs(worktree)
+    index = index if index is not None else own_index(dirs)
+    return (await git_isolated("write-tree", common=dirs.common, index=index)).stdout.strip()
 
 
 async def has_uncommitted_work(worktree: Path) -> bool:
-    """Whether `worktree` holds changes or untracked files not ignored (or cannot say)."""
-    result = await git(
-        "status", "--porcelain", "--untracked-files=normal", cwd=worktree, check=False
+    """Whether `worktree` holds changes or untracked files not ignored (or cannot say):
+    asked as `git status` would, isolated and without writing its index."""
+    dirs = worktree_dirs(worktree)
+    head = await git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=worktree, check=False)
+    if head.returncode != 0:
+        return True
+    for question in _change_questions(head.stdout.strip()):
+        found = await git_isolated(
+            *question, common=dirs.common, work_tree=worktree, index=own_index(dirs),
+            env=_NO_LOCKS, check=False,
+        )  # fmt: skip
+        if found.returncode != 0 or found.stdout.strip():
+            return True
+    return False
+
+
+# Each says something changed by its exit status (--quiet) or output: what is staged, what
+# the work tree changed, what is untracked and not ignored.
+def _change_questions(head: str) -> tuple[tuple[str, ...], ...]:
+    return (
+        ("diff-index", "--cached", "--quiet", "--no-ext-diff", head, "--"),
+        ("diff-files", "--quiet", "--no-ext-diff", "--"),
+        ("ls-files", "--others", "--exclude-standard", "--directory", "--no-empty-directory"),
     )
-    return result.returncode != 0 or bool(result.stdout.strip())
+
+
+# `status` and `diff-files` refresh an index they may then write: not another's.
+_NO_LOCKS = {"GIT_OPTIONAL_LOCKS": "0"}
+
+
+def has_uncommitted_changes(paths: RepoPaths) -> bool:
+    """Whether the user's checkout has changes to tracked files, staged or not: asked
+    isolated, without writing the user's index."""
+    head = git_sync("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=paths.toplevel)
+    for question in _change_questions(head.stdout.strip())[:2]:
+        found = git_isolated_sync(
+            *question, common=paths.git_common_dir, work_tree=paths.toplevel,
+            index=paths.git_dir / "index", env=_NO_LOCKS, check=False,
+        )  # fmt: skip
+        if found.returncode != 0:
+            return True
+    return False

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from orchestrator import kairo_dir
-from orchestrator.git.repo import git_sync
+from orchestrator.errors import StepFailed
+from orchestrator.git.invocation import git_sync, locate
 
 POOL = ".spares"
 
@@ -98,9 +99,13 @@ def pool_place(pool: Path, *, new: bool = False) -> Path:
 
 
 def administrative_directory(worktree: Path) -> Path | None:
-    """The directory under `.git/worktrees/` that the worktree's `.git` file names."""
-    pointer = read_path(worktree / ".git", prefix=b"gitdir: ")
-    return None if pointer is None else (worktree / pointer).resolve()
+    """The directory under `.git/worktrees/` of the worktree; None where its `.git` file
+    names none of a trusted repository's (invocation.locate)."""
+    try:
+        dirs = locate(worktree)
+    except StepFailed:
+        return None
+    return dirs.git_dir if dirs.git_dir != dirs.common else None
 
 
 def read_path(file: Path, *, prefix: bytes = b"") -> Path | None:

@@ -55,7 +55,9 @@ from typing import NamedTuple
 import trio
 
 from orchestrator.errors import StepFailed
-from orchestrator.git.repo import git
+from orchestrator.git.checkout import attach, check_out, detach, remove_untracked
+from orchestrator.git.invocation import git
+from orchestrator.git.refs import branch_ref, create_branch, is_full_oid, rev_parse
 from orchestrator.git.spare_pools import (
     administrative_directory,
     count_spares,
@@ -105,18 +107,29 @@ def _spares_for(pool: Path, path: Path) -> list[Path]:
     return [spare for spare in spares_in(pool) if not is_locked(spare)]
 
 
-async def switch_spare(path: Path, branch: str, *, create_at: str | None = None) -> None:
+async def switch_spare(
+    path: Path, branch: str, *, create_at: str | None = None, fresh: bool = False
+) -> None:
     """Make the worktree at `path` that of `branch` (a new one at `create_at`, refused if
-    it exists), with nothing untracked: only the files that differ are written.
+    it exists: `BranchExists`), with nothing untracked: only the files that differ are
+    written (checkout.py: isolated, no filter or hook runs).
 
-    The clean comes after the switch, under the new tree's `.gitignore`: what the last
+    The clean comes after the checkout, under the new tree's `.gitignore`: what the last
     agent's tree ignored may be the new base's to track, and must not reach the next
     agent's commit. `-ff` also removes the repositories an agent made inside its tree.
-    Also finishes a create cut short after `take_spare`, or an add of no files.
+    Also finishes a create cut short after `take_spare`, or an add of no files. A `fresh`
+    worktree, just added without files, has nothing untracked to clean.
     """
-    create = ["--create", branch, create_at] if create_at is not None else [branch]
-    await git("switch", "--quiet", "--discard-changes", *create, cwd=path)
-    await git("clean", "-d", "--force", "--force", "--quiet", cwd=path)
+    if create_at is not None:
+        await create_branch(path, branch, create_at)
+    if create_at is not None and is_full_oid(create_at):
+        commit = create_at
+    else:
+        commit = await rev_parse(path, branch_ref(branch))
+    await attach(path, branch)
+    await check_out(path, commit)
+    if not fresh:
+        await remove_untracked(path, nested_repositories=True)
 
 
 async def detach_if_plain(path: Path) -> bool:
@@ -124,16 +137,20 @@ async def detach_if_plain(path: Path) -> bool:
     as it was, for one that is not a plain checkout and must not be reused.
 
     Not plain: index entries marked assume-unchanged or skip-worktree, a sparse checkout,
-    a worktree config, a bisect under way. A switch keeps them all, and the next agent's
-    edits to such files would be invisible to its commit. A rebase or a merge under way
-    makes the switch fail, with the same answer.
+    a worktree config, a bisect, rebase, merge or other operation under way. A checkout
+    keeps them all, and the next agent's edits to such files would be invisible to its
+    commit.
     """
     if not await trio.to_thread.run_sync(_plain_administrative_directory, path):
         return False
     flags = await git("ls-files", "-v", "-z", cwd=path)
     if any(entry and not entry.startswith("H ") for entry in flags.stdout.split("\0")):
         return False
-    return (await git("switch", "--quiet", "--detach", cwd=path, check=False)).returncode == 0
+    head = await git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=path, check=False)
+    if head.returncode != 0:
+        return False
+    await detach(path, head.stdout.strip())
+    return True
 
 
 _NOT_PLAIN = (
@@ -141,6 +158,11 @@ _NOT_PLAIN = (
     "info/sparse-checkout",
     "BISECT_START",
     "BISECT_LOG",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "rebase-merge",
+    "rebase-apply",
     "locked",  # git would not move it
     "modules",  # submodules: likewise
 )
@@ -215,19 +237,18 @@ def _move_by_hand(journal: Path, source: Path, target: Path) -> bool:
 
 def _record_pointing_back(worktree: Path) -> Path | None:
     """The `gitdir` file of the worktree's administrative directory, when the worktree is
-    one that may be moved by hand: its `.git` file and that record name each other by
-    absolute paths (a relative one is git 2.48's `worktree.useRelativePaths`), and it is
-    not locked and holds no submodule's repository (git refuses to move either)."""
+    one that may be moved by hand: a worktree of a trusted repository (invocation.locate
+    checks that its `.git` file and that record name each other) whose `.git` file names
+    it by an absolute path (a relative one is git 2.48's `worktree.useRelativePaths`), not
+    locked, and holding no submodule's repository (git refuses to move either)."""
+    admin = administrative_directory(worktree)
     pointer = read_path(worktree / ".git", prefix=b"gitdir: ")
-    if pointer is None or not pointer.is_absolute():
+    if admin is None or pointer is None or not pointer.is_absolute():
         return None
-    if (pointer / "locked").exists() or (pointer / "modules").exists():
+    if (admin / "locked").exists() or (admin / "modules").exists():
         return None
-    record = pointer / "gitdir"
-    recorded = read_path(record)
-    if recorded is None or not recorded.is_absolute():
-        return None
-    return record if recorded.resolve() == (worktree / ".git").resolve() else None
+    recorded = read_path(admin / "gitdir")
+    return admin / "gitdir" if recorded is not None and recorded.is_absolute() else None
 
 
 async def finish_interrupted_move(repo_root: Path, journal: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -18,9 +18,11 @@ import trio
 
 from orchestrator import kairo_dir
 from orchestrator.errors import StepFailed
+from orchestrator.git.checkout import check_out, detach, remove_untracked
 from orchestrator.git.failed_fills import forget_branch_of_a_failed_switch, if_full
-from orchestrator.git.refs import branch_exists, is_full_oid, rev_parse
-from orchestrator.git.repo import RepoPaths, discover_repo, error_context, git
+from orchestrator.git.invocation import git
+from orchestrator.git.refs import BranchExists, branch_exists, is_full_oid, rev_parse
+from orchestrator.git.repo import RepoPaths, discover_repo, error_context
 from orchestrator.git.spare_pools import (
     count_spares,
     disk_usage,
@@ -104,9 +106,7 @@ class LocalWorktreeProvider:
                     return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
                 await self._add_worktree(path, base, "--detach")
                 try:
-                    await self._fill(
-                        path, "switch", "--quiet", "--discard-changes", "--create", branch, base
-                    )
+                    await self._fill(switch_spare(path, branch, create_at=base, fresh=True))
                 except BaseException as error:
                     # Said before the cleanup frees what the fill wrote.
                     full = await if_full(path) if isinstance(error, StepFailed) else ""
@@ -118,12 +118,8 @@ class LocalWorktreeProvider:
                     if full:
                         raise StepFailed(f"{error}{full}") from None
                     raise
-            except StepFailed as error:
-                if "a branch named" in error.message:
-                    raise StepFailed(
-                        f"branch {branch!r} already exists; it was not reused"
-                    ) from None
-                raise
+            except BranchExists:
+                raise StepFailed(f"branch {branch!r} already exists; it was not reused") from None
         return Workspace(subtask_id, path, branch, base, WorkspaceKind.LOCAL)
 
     async def adopt(self, subtask_id: str, branch: str, path: Path) -> Workspace | None:
@@ -164,14 +160,16 @@ class LocalWorktreeProvider:
         removed; ignored files (installed dependencies, caches) stay, as in a developer's
         own checkout.
         """
+        commit = commit if is_full_oid(commit) else await rev_parse(self.repo_root, commit)
         if await self.exists(path):
             path = await trio.to_thread.run_sync(resolve, path)
-            await git("reset", "--hard", "--quiet", commit, cwd=path)
-            await git("clean", "-d", "--force", "--quiet", cwd=path)
+            await detach(path, commit)
+            await check_out(path, commit)
+            await remove_untracked(path)
             return path
         path = await trio.to_thread.run_sync(self._prepared, path)
         await self._add_worktree(path, commit, "--detach")
-        await self._fill(path, "reset", "--hard", "--quiet")
+        await self._fill(check_out(path, commit))
         return path
 
     async def release(self, workspace_path: Path) -> None:
@@ -241,7 +239,7 @@ class LocalWorktreeProvider:
             async with _fill_limiter():
                 await switch_spare(path, branch, create_at=base)
         except StepFailed as error:
-            taken = "a branch named" in error.message
+            taken = isinstance(error, BranchExists)
             with trio.CancelScope(shield=True), trio.move_on_after(_ROLLBACK_TIMEOUT):
                 if not (taken and await self._put_aside(path)):
                     await self._remove(path)  # a spare that cannot be switched: never again
@@ -322,10 +320,10 @@ class LocalWorktreeProvider:
                     )  # fmt: skip
                 raise
 
-    async def _fill(self, path: Path, *command: str) -> None:
-        """Write the files of a worktree added without them, by `command` run in it (a
-        `switch` to the new branch, or a `reset --hard`: either fills its own index), one
-        more at once than there are cores.
+    async def _fill(self, filling: Awaitable[None]) -> None:
+        """Write the files of a worktree added without them (`filling`: a checkout of the
+        new branch, or of a commit, which fills its own index), one more at once than there
+        are cores.
 
         The cost is the kernel's, creating files (ext4's inode allocation, mostly). Two
         fills in one block group contend for it, so that two at a time were no faster than
@@ -334,7 +332,7 @@ class LocalWorktreeProvider:
         once, also lets the first agents start after a checkout or two.
         """
         async with _fill_limiter():
-            await git(*command, cwd=path)
+            await filling
 
     async def _remove(self, path: Path) -> None:
         async with self._locked():

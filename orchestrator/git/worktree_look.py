@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import StepFailed
+from orchestrator.git.invocation import common_of, first_line, git, git_isolated
 from orchestrator.git.merge import ConflictedPath, parse_merge_tree
-from orchestrator.git.repo import Identity, add_all_but, first_line, git
+from orchestrator.git.refs import commit_tree
+from orchestrator.git.repo import Identity, add_all_but, own_index, worktree_dirs, write_tree
 
 _LOOKER = Identity(Identity.DEFAULT_NAME, Identity.DEFAULT_EMAIL)
 
@@ -47,12 +49,11 @@ async def _add_all(worktree: Path, index: Path, leave_out: Sequence[str]) -> Non
     import trio  # here: as merge.py, which `start` imports with this module's parser
 
     await trio.to_thread.run_sync(_seed, worktree, index)
-    await add_all_but(worktree, leave_out, env={"GIT_INDEX_FILE": str(index)})
+    await add_all_but(worktree, leave_out, index=index)
 
 
 async def _write_tree(worktree: Path, index: Path) -> str:
-    written = await git("write-tree", cwd=worktree, env={"GIT_INDEX_FILE": str(index)})
-    return written.stdout.strip()
+    return await write_tree(worktree, index=index)
 
 
 async def changed_paths(repo: Path, base: str, tree: str) -> frozenset[str]:
@@ -96,18 +97,15 @@ def _stamp(index: Path) -> tuple[int, int, int] | None:
 
 async def commit_of_tree(repo: Path, tree: str, parent: str) -> str:
     """A dangling commit of `tree` on `parent`: what merge-tree merges (it takes commits)."""
-    made = await git(
-        "commit-tree", "--no-gpg-sign", tree, "-p", parent, "-m", "kairo-orch: a look",
-        cwd=repo, env=_LOOKER.env(),
-    )  # fmt: skip
-    return made.stdout.strip()
+    return await commit_tree(repo, tree, (parent,), identity=_LOOKER, message="kairo-orch: a look")
 
 
 async def merge_conflicts(repo: Path, ours: str, theirs: str) -> tuple[ConflictedPath, ...]:
     """The paths that merging the commits `ours` and `theirs` would leave conflicted."""
-    result = await git(
-        "merge-tree", "--write-tree", "-z", "--messages", ours, theirs, cwd=repo, check=False
-    )
+    result = await git_isolated(
+        "merge-tree", "--write-tree", "-z", "--messages", ours, theirs,
+        common=common_of(repo), work_tree=repo, check=False,
+    )  # fmt: skip
     if result.returncode not in (0, 1) or not result.stdout:
         raise StepFailed(f"git merge-tree failed in {repo}: {first_line(result)}")
     return parse_merge_tree(result.stdout)[1] if result.returncode == 1 else ()
@@ -134,16 +132,8 @@ def _seed(worktree: Path, index: Path) -> None:
 
 
 def _own_index(worktree: Path) -> Path | None:
-    """The worktree's index: in the directory its `.git` file names (a linked worktree),
-    or in its `.git` directory (a main one)."""
-    dot_git = worktree / ".git"
-    if dot_git.is_dir():
-        return dot_git / "index"
+    """The worktree's own index, where git keeps it for a trusted worktree."""
     try:
-        text = dot_git.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return own_index(worktree_dirs(worktree))
+    except StepFailed:
         return None
-    if not text.startswith("gitdir:"):
-        return None
-    git_dir = Path(text.removeprefix("gitdir:").strip())
-    return (git_dir if git_dir.is_absolute() else worktree / git_dir) / "index"

@@ -3,6 +3,15 @@
 The agent runs under `agents.runner` in a tmux pane, not as our child, so a supervisor that
 dies leaves it running; the runner's exit record in the run directory is how we (or a
 later supervisor) learn that it ended.
+
+No file of an attempt keeps a secret. The runner spec holds the agent's environment less
+its secrets (its API key, what the plan passes it): those are in a credentials file that
+the runner removes as it reads it, before the agent starts. Nothing of them needs to
+outlive that: a resumed supervisor re-attaches to live runners, which hold them in memory,
+and takes them again from its own environment for the attempts it starts (as it takes
+`${NAME}`). Once the runner has ended, `scrub` cuts every secret the supervisor knows out
+of what the agent left (the runner cut out only its own as they streamed), and removes a
+credentials file that no runner took.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,12 +28,15 @@ from agents.base import AttemptContext
 from agents.containment import children
 from agents.endpoints import agent_templates, expand
 from agents.live_usage import count
+from agents.redaction import StreamRedactor
 from agents.registry import adapter_for
 from agents.runner import RUNNER_MAIN, runner_argv
+from agents.runner_records import create_new
 from agents.usage import USAGE_FILE, usage_records
-from orchestrator.core.events import AttemptExited, Refusal, TamperedRecord
+from orchestrator.core.events import AttemptExited, Refusal, RunnerRecord
 from orchestrator.core.ids import OUTPUT_LOG
 from orchestrator.core.plan import ResolvedSubtask
+from orchestrator.core.secrets import Redactor, secrets_of
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 from orchestrator.runtime.sandbox import AgentPlace, ExecutionSandbox, without_secrets
 
@@ -62,6 +74,15 @@ class RunFiles:
     def exit(self) -> Path:
         return self.directory / "exit.json"
 
+    @property
+    def credentials(self) -> Path:
+        return self.directory / "credentials.json"
+
+    @property
+    def printed(self) -> tuple[Path, ...]:
+        """The files that hold what the agent printed or said."""
+        return (self.output, self.exit, self.usage)
+
 
 def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> str:
     # Plain replacement, not str.format: prompts are prose and may hold braces of their own.
@@ -73,10 +94,8 @@ def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> st
     return prompt
 
 
-def agent_environment(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
-    env.update(extra)
-    return env
+def _not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
 
 
 def write_attempt_files(
@@ -92,24 +111,29 @@ def write_attempt_files(
     pass_env: Sequence[str] = (),
     cgroup: str | None = None,
 ) -> list[str]:
-    """Write the prompt and the runner spec; return the pane's command line. `cgroup`: the
-    name of the cgroup the runner is to hold the attempt's processes in, where it can."""
+    """Write the prompt, the runner spec and the credentials file; return the pane's
+    command line. `cgroup`: the name of the cgroup the runner is to hold the attempt's
+    processes in, where it can."""
     files.directory.mkdir(parents=True, exist_ok=True)
-    files.prompt.write_text(context.prompt, encoding="utf-8")
+    # A name that is not UTF-8 reaches the agent as the very bytes git gave (os_strings).
+    files.prompt.write_text(context.prompt, encoding="utf-8", errors="surrogateescape")
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
+    base = _not_for_agents(base_environment)
     env = without_secrets(
-        agent_environment(base_environment, adapter.environment(spec.agent, context)),
-        passed=pass_env,
-        kind=spec.agent.kind,
-        vendor=spec.agent.endpoint is None,
+        base, passed=pass_env, kind=spec.agent.kind, vendor=spec.agent.endpoint is None
     )
+    env.update(adapter.environment(spec.agent, context))
     # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.
-    env.update(expand(agent_templates(spec.agent), agent_environment(base_environment, {})))
+    env.update(expand(agent_templates(spec.agent), base))
+    secrets = secrets_of(env)
+    key_env = spec.agent.endpoint.key_env if spec.agent.endpoint else None
+    if key_env is not None and key_env in env:  # codex gets its endpoint key under that name
+        secrets[key_env] = env[key_env]
     runner_spec: dict[str, Any] = {
         "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
         "cwd": context.worktree,
-        "env": env,
+        "env": {name: value for name, value in env.items() if name not in secrets},
         "output_log": str(files.output),
         "started_path": str(files.started),
         "exit_path": str(files.exit),
@@ -118,11 +142,67 @@ def write_attempt_files(
         "title": f"{spec.id} attempt {context.attempt}",
         **({"cgroup": cgroup} if cgroup is not None else {}),
     }
-    # The spec holds the agent's whole environment, API keys included: owner-only.
+    files.credentials.unlink(missing_ok=True)  # one written before a crash: made anew
+    if secrets:
+        _write_credentials(files.credentials, secrets)
+        runner_spec["credentials_path"] = str(files.credentials)
+    # The user's environment, less its secrets, is theirs all the same: owner-only.
     fd = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(runner_spec, handle)
     return runner_argv(str(files.spec))
+
+
+def _write_credentials(path: Path, secrets: Mapping[str, str]) -> None:
+    """The agent's secrets, for its runner alone (agents/runner.py): owner-only, made
+    here and now (O_EXCL), never through a link planted where it goes (O_NOFOLLOW)."""
+    redacted = Redactor.of(secrets).known
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(path, flags, 0o600), "w", encoding="utf-8") as handle:
+        json.dump({"env": dict(secrets), "redact": [list(pair) for pair in redacted]}, handle)
+
+
+#: How much of a file `scrub` reads at a time.
+_SCRUB_CHUNK = 1 << 20
+
+
+def scrub(files: RunFiles, secrets: Iterable[tuple[str, str]]) -> None:
+    """Once the attempt's runner has ended: no credentials file left (one its runner
+    never took), and none of `secrets` (name, value) in what the agent left, as printed
+    or as JSON writes it (the exit record, the usage file)."""
+    files.credentials.unlink(missing_ok=True)
+    needles = [
+        (name, form.encode())
+        for name, value in secrets
+        for form in {value, json.dumps(value)[1:-1]}
+    ]
+    if needles:
+        for path in files.printed:
+            _scrub_file(path, needles)
+
+
+def _scrub_file(path: Path, needles: list[tuple[str, bytes]]) -> None:
+    """`path` with the needles cut out, if it holds any: only then is it written (a new
+    file put in its place), and most hold none."""
+    try:
+        source = path.open("rb")
+    except FileNotFoundError:
+        return
+    with source:
+        look = StreamRedactor(needles)
+        while chunk := source.read(_SCRUB_CHUNK):
+            look.feed(chunk)
+        if not look.redacted:
+            return
+        source.seek(0)
+        redactor = StreamRedactor(needles)
+        scrubbed = path.with_name(f".{path.name}.scrubbed")
+        # Made anew: a link an agent planted at that name is unlinked, not written through.
+        with os.fdopen(create_new(str(scrubbed)), "wb") as out:
+            while chunk := source.read(_SCRUB_CHUNK):
+                out.write(redactor.feed(chunk))
+            out.write(redactor.flush())
+    scrubbed.replace(path)
 
 
 @dataclass(frozen=True)
@@ -292,16 +372,29 @@ def _refusal(record: dict[str, Any]) -> Refusal:
     )
 
 
+def records_written_by_others(
+    files: RunFiles, record: ExitRecord, *, forged: bool = False
+) -> tuple[RunnerRecord, ...]:
+    """Which of the runner's records another process wrote: an exit record found while its
+    agent ran (`forged`, runtime/awaiting_exit.py), and the output log, if it is not what
+    the runner wrote. Looked at before `scrub`, which may rewrite the log itself."""
+    written: list[RunnerRecord] = ["exit_record"] if forged else []
+    if output_log_changed(files, record):
+        written.append("output_log")
+    return tuple(written)
+
+
 def exited(
-    files: RunFiles, subtask_id: str, attempt: int, record: ExitRecord, *, forged: bool = False
+    files: RunFiles,
+    subtask_id: str,
+    attempt: int,
+    record: ExitRecord,
+    *,
+    written_by_others: tuple[RunnerRecord, ...] = (),
 ) -> AttemptExited:
     """The event that says how an attempt ended: its runner's record and its usage file,
-    and which of its runner's records another process wrote (`forged`: an exit record was
-    found while its agent ran; and its output log, if it is not what the runner wrote)."""
+    and which of its runner's records another process wrote."""
     usage = read_usage(files)
-    tampered: list[TamperedRecord] = ["exit_record"] if forged else []
-    if output_log_changed(files, record):
-        tampered.append("output_log")
     return AttemptExited(
         subtask_id=subtask_id,
         attempt=attempt,
@@ -318,5 +411,5 @@ def exited(
         api_status=usage.api_status,
         refusals=usage.refusals,
         summary=usage.summary,
-        tampered=tuple(tampered),
+        written_by_others=written_by_others,
     )

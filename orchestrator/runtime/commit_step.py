@@ -75,7 +75,10 @@ async def _set_aside(
         message=f"kairo: what attempt {number} of {sid} left when it was stopped",
         leave_out=view.copied,
     )
-    await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
+    assert view.branch is not None
+    await edges.repository.reset_worktree(
+        worktree, attempt.start_commit, branch=view.branch, leave_out=view.copied
+    )
     return ev.AttemptCommitted(
         subtask_id=sid,
         attempt=number,

@@ -2,7 +2,9 @@
 
 It is a session leader of its own (setsid), with no terminal, and its output goes to the
 execution's `supervisor.log`, so closing the terminal that started it kills nothing. It
-runs with the environment of the command that started it, which agents inherit in turn.
+runs with the environment of the command that started it, which agents inherit in turn,
+less its secrets (sandbox.py); its title (`_retitle`) also blanks what /proc shows of that
+environment, which any program of the user's, an agent too, could read there.
 That command forks it before the execution exists and hands it over on a pipe
 (supervisor_process.py); `python -m orchestrator.runtime.daemon ID --repo DIR` runs one
 directly.
@@ -17,6 +19,7 @@ import shlex
 import shutil
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import cast
 
@@ -37,7 +40,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.remote import remote_url
-from orchestrator.git.repo import Identity, RepoPaths, discover_repo
+from orchestrator.git.repo import Identity, RepoPaths, discover_repo, trusted
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.conflict_maps import map_if_any
 from orchestrator.runtime.edge_adapters import (
@@ -49,6 +52,7 @@ from orchestrator.runtime.edge_adapters import (
 )
 from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.journal import Journal
+from orchestrator.runtime.log_witness import LogWitness
 from orchestrator.runtime.ownership import claim, owner_token
 from orchestrator.runtime.placement import Placement, PlacementStore
 from orchestrator.runtime.state_reader import read_logged, read_state
@@ -135,7 +139,9 @@ async def run_supervisor(
     rerun_interrupted: bool,
     stop: StopMode | None = None,
 ) -> int:
-    with open_store(store_url, git_common_dir=paths.git_common_dir) as store:
+    trusted(paths)  # found by the command that handed it over
+    witness = LogWitness.of(paths.git_common_dir, execution_id)
+    with open_store(store_url, git_common_dir=paths.git_common_dir) as store, closing(witness):
         structlog.contextvars.bind_contextvars(execution_id=execution_id)
         if resume:
             await trio.to_thread.run_sync(store.verify, execution_id)
@@ -150,6 +156,12 @@ async def run_supervisor(
                 handover_version=handover_version,
             )
         )
+        # The chain holds; is it the log its supervisors wrote? Asked as its owner: no
+        # other supervisor writes the file meanwhile (log_witness.py).
+        try:
+            await trio.to_thread.run_sync(witness.take_up, store, execution_id)
+        except OSError as error:  # the run does without the file: its appends are checked
+            log.warning("log_hashes_not_kept", path=str(witness.path), error=str(error))
         state = await trio.to_thread.run_sync(read_state, store, execution_id)
         created = state.created
         tmux = TmuxPanes(created.tmux_socket)
@@ -175,7 +187,16 @@ async def run_supervisor(
             looks=GitWorktreeLooks(paths.toplevel) if placement is None else None,
             resolutions=GitConflictResolutions(identity),
         )
-        journal = Journal(store, state, owner=me, version=row.version, claimed_at=claimed_at)
+        journal = Journal(
+            store,
+            state,
+            owner=me,
+            version=row.version,
+            claimed_at=claimed_at,
+            written_head=(row.head_seq, row.head_hash),  # what was verified, and taken up
+            witness=witness,
+            redactor=edges.redactor,
+        )
         final = await supervise(
             journal,
             edges,
@@ -186,7 +207,10 @@ async def run_supervisor(
         )
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
-        await trio.Path(report_path(Path(created.run_root))).write_text(report, encoding="utf-8")
+        # A file name that is not UTF-8 is written as its bytes: it must not stop the end.
+        await trio.Path(report_path(Path(created.run_root))).write_text(
+            report, encoding="utf-8", errors="surrogateescape"
+        )
         await trio.to_thread.run_sync(
             write_html_report, store, execution_id, Path(created.run_root)
         )
@@ -222,7 +246,7 @@ def write_html_report(store: DurableExecutionStore, execution_id: str, run_root:
         )
         found = map_if_any(Path(state.created.repo_root), state)
         page = html_page(state, logged, document, now=time.time(), conflict_map=found)
-        html_report_path(run_root).write_text(page, encoding="utf-8")
+        html_report_path(run_root).write_text(page, encoding="utf-8", errors="surrogateescape")
     except Exception as error:
         log.warning("html_report_not_written", error=repr(error))
 

@@ -12,8 +12,9 @@ import trio
 
 from orchestrator.git import history, recovery, refs, resolution
 from orchestrator.git.commit import CommitOutcome, commit_all
+from orchestrator.git.invocation import git
 from orchestrator.git.merge import MergeOutcome, merge_branch
-from orchestrator.git.repo import Identity, git
+from orchestrator.git.repo import Identity
 from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange, conflicts_with, worktree_change
 from orchestrator.runtime import attempts, cgroups, process_groups, processes
@@ -109,8 +110,10 @@ class GitRepository:
             leave_out=leave_out,
         )
 
-    async def reset_worktree(self, worktree: Path, commit: str, leave_out: Sequence[str]) -> None:
-        await recovery.reset_worktree(worktree, commit, leave_out=leave_out)
+    async def reset_worktree(
+        self, worktree: Path, commit: str, *, branch: str, leave_out: Sequence[str]
+    ) -> None:
+        await recovery.reset_worktree(worktree, commit, branch=branch, leave_out=leave_out)
 
 
 class TmuxPanes(TmuxServer):
@@ -207,10 +210,20 @@ class GitConflictResolutions:
         self.identity = identity
 
     async def start_merge(
-        self, worktree: Path, *, start_commit: str, merged_in: str, leave_out: Sequence[str]
+        self,
+        worktree: Path,
+        *,
+        branch: str,
+        start_commit: str,
+        merged_in: str,
+        leave_out: Sequence[str],
     ) -> None:
         await resolution.start_merge(
-            worktree, start_commit=start_commit, merged_in=merged_in, leave_out=leave_out
+            worktree,
+            branch=branch,
+            start_commit=start_commit,
+            merged_in=merged_in,
+            leave_out=leave_out,
         )
 
     async def merge_base(self, worktree: Path, one: str, other: str) -> str:
@@ -226,6 +239,7 @@ class GitConflictResolutions:
         self,
         worktree: Path,
         *,
+        branch: str,
         merged_in: str,
         message: str,
         trailers: Mapping[str, str],
@@ -233,6 +247,7 @@ class GitConflictResolutions:
     ) -> CommittedResolution:
         return await resolution.commit_resolution(
             worktree,
+            branch=branch,
             merged_in=merged_in,
             message=message,
             trailers=trailers,

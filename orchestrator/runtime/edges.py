@@ -9,6 +9,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.core.decide import attempt_run_dir
+from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
@@ -43,6 +44,11 @@ class Edges:
     #: Where a conflict is resolved by an agent (`resolve_conflicts`): None in the in-memory
     #: world, where such a step fails.
     resolutions: ConflictResolutions | None = None
+    #: Cuts the secrets of `environment` out of what agents and checks print.
+    redactor: Redactor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor.of(self.environment)
 
 
 def integration_checkout(state: ExecutionState) -> Path:

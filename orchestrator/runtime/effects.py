@@ -29,7 +29,9 @@ from orchestrator.runtime import resolution
 from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
+    records_written_by_others,
     render_prompt,
+    scrub,
     write_attempt_files,
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
@@ -270,9 +272,10 @@ async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str
     base, head = view.start_commit, attempt.start_commit
     commits = await edges.repository.commits_between(base, head)
     stat = await edges.repository.diffstat(base, head) if commits else None
-    return earlier_attempts_section(
+    section = earlier_attempts_section(
         view, [str(c) for c in commits], stat.text if stat is not None else ""
     )
+    return edges.redactor.text(section)  # an agent's own commit message may quote a secret
 
 
 def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
@@ -310,9 +313,15 @@ async def _await_attempt(
     awaited = await wait_for_exit(edges.panes, edges.processes, files, channel)
     record = awaited.record
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
+        await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
         return [await interrupt(edges, state, sid, rerun_interrupted=False, cause="pane")]
     await edges.processes.end_attempt(files, attempt_cgroup(state.execution_id, sid, number))
-    event = functools.partial(exited, files, sid, number, record, forged=awaited.forged)
+    # Before the scrub, which may rewrite the log itself.
+    written = await trio.to_thread.run_sync(
+        functools.partial(records_written_by_others, files, record, forged=awaited.forged)
+    )
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
+    event = functools.partial(exited, files, sid, number, record, written_by_others=written)
     return [await trio.to_thread.run_sync(event)]
 
 

@@ -3,7 +3,15 @@
 Appends are serialized (the log has one writer) and run in a worker thread (the store is
 blocking). The state is folded forward from each durable append, never changed otherwise.
 Events are folded before they are appended, too: one that would move a subtask in a way
-the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten.
+the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten. What
+they quote of agents and checks has the supervisor's secrets cut out first
+(core/event_base.py): the log, and all that is made of it, holds none.
+
+Being the one writer, the journal knows the event it wrote last, and each append asks the
+store to refuse a log that no longer ends with it: one rewritten under the supervisor
+(reproduction 35.4, store.md "What the supervisor wrote") stops it at its next write, with
+nothing written on top. Each event appended is added to the run folder's `log-hashes` too
+(log_witness.py), for `status`, `verify` and `resume` to compare the log with afterwards.
 
 A checkpoint serializes the whole state, so one is saved at a safe point only once as many
 events as the plan has subtasks went by since the last: what checkpoints cost per event
@@ -25,12 +33,15 @@ import trio
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.agenda import Agenda
+from orchestrator.core.event_base import redact_printed
 from orchestrator.core.ids import short_id
 from orchestrator.core.lifecycle import IllegalMove
+from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import ExecutionState, apply
-from orchestrator.errors import EnvironmentProblem, OwnershipError, StoreLost
+from orchestrator.errors import EnvironmentProblem, LogRewritten, OwnershipError, StoreLost
 from orchestrator.runtime import ownership
 from orchestrator.runtime.log_records import record_of
+from orchestrator.runtime.log_witness import LogWitness, first_rewritten
 from orchestrator.runtime.ownership import lease_deadline
 from orchestrator.store.base import (
     AppendUnanswered,
@@ -64,8 +75,14 @@ class Journal:
         owner: str,
         version: int,
         claimed_at: float | None = None,
+        written_head: tuple[int, str] | None = None,
+        witness: LogWitness | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
+        """`redactor`: what to cut out of events, that of this process's environment
+        unless given."""
         self._store = store
+        self._redactor = redactor or Redactor.of(os.environ)
         self._lock = trio.Lock()
         self._appended = 0
         crash_after = os.environ.get(CRASH_AFTER_VARIABLE, "")
@@ -80,6 +97,11 @@ class Journal:
         #: from before the write: `claimed_at`, when its owner claimed the execution.
         claimed = time.monotonic() if claimed_at is None else claimed_at
         self.lease_ends = claimed + ownership.LEASE.total_seconds()
+        #: The (seq, hash) of the last event this supervisor wrote (at first, the head it
+        #: verified): the store refuses an append to a log that no longer ends with it.
+        #: Held here, where nothing that writes the store can change it.
+        self._written_head = written_head
+        self._witness = witness
 
     @property
     def execution_id(self) -> str:
@@ -102,13 +124,25 @@ class Journal:
         under the lock that orders appends, so no other append comes between)."""
         if not events:
             return self.state
+        events = [redact_printed(event, self._redactor.text) for event in events]
         records = [record_of(event) for event in events]
         async with self._lock:
             if only_if is not None and not only_if(self.state):
                 return self.state
             ahead = self._folded_ahead(events)
             status = self._status_after(events)
-            stored = await self._append_through_outages(records, status)
+            try:
+                stored = await self._append_through_outages(records, status)
+            except LogRewritten as rewritten:
+                raise await self._rewritten(rewritten) from None
+            self._written_head = (stored[-1].seq, stored[-1].event_hash)
+            if self._witness is not None:
+                try:
+                    self._witness.add(stored)
+                except OSError as error:  # said once: the file stops there, the run goes on
+                    log.warning(
+                        "log_hashes_stopped", path=str(self._witness.path), error=str(error)
+                    )
             seqs = [row.seq for row in stored]
             if seqs != [self.state.seq + i for i in range(1, len(events) + 1)]:
                 ahead = self.state  # the store numbered them otherwise: fold by its seqs
@@ -185,6 +219,33 @@ class Journal:
                 log.info("store_append_landed", seq=unanswered.attempted[-1].seq)
                 return unanswered.attempted
 
+    async def _rewritten(self, found: LogRewritten) -> LogRewritten:
+        """The store's refusal, said as what it is for this execution: the first seq whose
+        hash is not the one written, where the witness file (still) says."""
+        what, bad = found.what, found.bad_seq
+        if self._witness is not None and self._written_head is not None:
+            witness, up_to = self._witness, self._written_head[0]
+            try:
+                first = await trio.to_thread.run_sync(
+                    first_rewritten, self._store, self.execution_id, witness, up_to
+                )
+            except EnvironmentProblem:
+                first = None  # the store's own word will do
+            if first is not None and first < bad:
+                what, bad = f"the event at seq {first} is not the one it wrote", first
+        short = short_id(self.execution_id)
+        log.error("log_rewritten", seq=bad, what=what)
+        return LogRewritten(
+            f"the event log of {self.execution_id} was changed while its supervisor ran: "
+            f"{what}. The supervisor stops, and writes nothing more to it: `kairo-orch status "
+            f"{short}` shows it TAMPERED. Its agents run on in tmux session "
+            f"{self.state.created.tmux_session}, their work in their worktrees and branches; "
+            f"`kairo-orch clean {short}` ends them and keeps what is not merged",
+            execution_id=self.execution_id,
+            bad_seq=bad,
+            what=what,
+        )
+
     def _lost(self, lost: StoreLost) -> StoreLost:
         short = short_id(self.execution_id)
         return StoreLost(
@@ -227,7 +288,11 @@ class Journal:
     def _append_sync(self, records: list[NewEvent], status: str | None) -> list[StoredEvent]:
         with self._taken_over_stops():
             stored = self._store.append(
-                self.execution_id, records, expected_version=self.version, status=status
+                self.execution_id,
+                records,
+                expected_version=self.version,
+                status=status,
+                written_head=self._written_head,
             )
         self.version += 1
         return stored

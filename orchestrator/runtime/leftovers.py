@@ -28,8 +28,9 @@ from orchestrator.core.cleanup import (
 from orchestrator.core.ids import SUBTASK_NAMESPACE, named_short_id
 from orchestrator.errors import OwnershipError, StepFailed
 from orchestrator.git.execution_branches import kairo_branches
+from orchestrator.git.invocation import git
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
-from orchestrator.git.repo import RepoPaths, git, has_uncommitted_work
+from orchestrator.git.repo import RepoPaths, has_uncommitted_work
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.cgroups import end_cgroups_of
 from orchestrator.runtime.ownership import kairo_process_alive

@@ -34,9 +34,9 @@ from orchestrator.core.placement import (
 )
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem, StepFailed
+from orchestrator.git.invocation import git
 from orchestrator.git.refs import branch_ref
 from orchestrator.git.remote import fetch_branch, fetch_commit, push_leased
-from orchestrator.git.repo import git
 from orchestrator.runtime.journal import Journal
 from orchestrator.store.commands import Outcome
 from orchestrator.store.stop_requests import StopRequest

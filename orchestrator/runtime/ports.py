@@ -81,8 +81,10 @@ class Repository(Protocol):
         """`ref` at a commit of everything in `worktree`; None when nothing changed."""
         ...
 
-    async def reset_worktree(self, worktree: Path, commit: str, leave_out: Sequence[str]) -> None:
-        """The worktree and its branch back at `commit`."""
+    async def reset_worktree(
+        self, worktree: Path, commit: str, *, branch: str, leave_out: Sequence[str]
+    ) -> None:
+        """The worktree on `branch` (by name, whatever its HEAD says), both at `commit`."""
         ...
 
 
@@ -189,7 +191,13 @@ class ConflictResolutions(Protocol):
     the merge left for it, what the check reads, and the resolution committed as a merge."""
 
     async def start_merge(
-        self, worktree: Path, *, start_commit: str, merged_in: str, leave_out: Sequence[str]
+        self,
+        worktree: Path,
+        *,
+        branch: str,
+        start_commit: str,
+        merged_in: str,
+        leave_out: Sequence[str],
     ) -> None:
         """`merged_in` merged into the worktree at `start_commit`, markers left; idempotent."""
         ...
@@ -206,12 +214,14 @@ class ConflictResolutions(Protocol):
         self,
         worktree: Path,
         *,
+        branch: str,
         merged_in: str,
         message: str,
         trailers: Mapping[str, str],
         leave_out: Sequence[str],
     ) -> CommittedResolution:
-        """Everything the agent left, committed: as the merge, where it is under way."""
+        """Everything the agent left, committed on `branch`: as the merge, where it is
+        under way."""
         ...
 
     async def keep(self, worktree: Path, ref: str, commit: str) -> None: ...

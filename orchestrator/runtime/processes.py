@@ -9,7 +9,9 @@ whole besides: in a cgroup of its own where the supervisor may make one (runtime
 else found by the marker in its processes' environment, and whatever it left running when
 its shell exited (a server it started, a daemon: the checks run code an agent wrote) is
 ended before its result is. Its output goes to an unnamed file, not a pipe: what a check
-printed before it was ended is what says where it hung.
+printed before it was ended is what says where it hung. The secrets of its environment
+are cut out of that output, whole, before anything keeps a part of it (an event's tail,
+the setup log).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import trio
 
 from orchestrator.core.durations import format_duration
 from orchestrator.core.ids import check_cgroup
+from orchestrator.core.secrets import Redactor
 from orchestrator.runtime.cgroups import end_check_cgroup, make_check_cgroup
 from orchestrator.runtime.process_groups import GRACE_SECONDS, groups_marked, stop_group
 
@@ -83,8 +86,8 @@ async def run_shell(
 ) -> ShellResult:
     """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
     TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which. With `stop`
-    set already, nothing is started. With `scope`, nothing it started runs once this
-    returns."""
+    set already, nothing is started. Its output has the secrets of `env` cut out. With
+    `scope`, nothing it started runs once this returns."""
     if stop is not None and stop.is_set():
         return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
     procs = await trio.to_thread.run_sync(make_check_cgroup, scope.cgroup) if scope else None
@@ -135,7 +138,7 @@ async def run_shell(
                     await end_check_cgroup(procs, GRACE_S)
                 if scope is not None:  # and what left it, or never joined it, as marked
                     await end_marked(scope.marker)
-        text = await trio.to_thread.run_sync(_read, output)
+        text = Redactor.of(env).text(await trio.to_thread.run_sync(_read, output))
     if completed is not None:  # it ended on its own, even if a bound came just after
         return ShellResult(exit_code=completed.returncode, output=text)
     if stopped:

@@ -14,6 +14,7 @@ supervisor listened) or behind it (a process died). For each unfinished attempt:
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Literal
@@ -31,7 +32,9 @@ from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
     read_usage,
+    records_written_by_others,
     runner_ever_started,
+    scrub,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
 
@@ -84,17 +87,21 @@ async def _reconcile_attempt(
     if record is not None and not record.interrupted:
         cgroup = attempt_cgroup(state.execution_id, view.id, attempt.number)
         await edges.processes.end_attempt(files, cgroup)
+        # Before the scrub, which may rewrite the log itself.
+        written = await trio.to_thread.run_sync(records_written_by_others, files, record)
+        await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
-        return [
-            *opened,
-            await trio.to_thread.run_sync(exited, files, view.id, attempt.number, record),
-        ]
+        event = functools.partial(
+            exited, files, view.id, attempt.number, record, written_by_others=written
+        )
+        return [*opened, await trio.to_thread.run_sync(event)]
     if record is None and not opened and attempt.pane_id is None:
         # Its pane may have been opened just before the crash, its runner not yet started.
         pane = await edges.panes.pane_running(str(files.spec))
         if pane is not None:
             return [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id=pane)]
         return []  # it never started: OpenPane starts it, for the first time
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     return [*opened, await interrupt(edges, state, view.id, rerun_interrupted=rerun_interrupted)]
 
 
@@ -127,7 +134,7 @@ async def interrupt(
         # save, and the next attempt needs its files, made again from its branch.
         await edges.workspaces.adopt(subtask_id, view.branch, worktree)
         log.warning("worktree_made_again", subtask_id=subtask_id, path=str(worktree))
-    elif there:
+    elif there and view.branch is not None:
         ref = await edges.repository.save_worktree_state(
             worktree,
             ref=ref_name,
@@ -135,7 +142,9 @@ async def interrupt(
             message=f"kairo: what attempt {attempt.number} of {subtask_id} left when interrupted",
             leave_out=view.copied,
         )
-        await edges.repository.reset_worktree(worktree, attempt.start_commit, view.copied)
+        await edges.repository.reset_worktree(
+            worktree, attempt.start_commit, branch=view.branch, leave_out=view.copied
+        )
     if ref is None and await edges.repository.ref_exists(ref_name):
         ref = ref_name  # saved by a recovery that a crash cut short before its event
     rerun = rerun_interrupted or state.spec(subtask_id).agent.idempotent

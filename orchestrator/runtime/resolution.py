@@ -38,8 +38,10 @@ async def prepare(edges: Edges, state: ExecutionState, subtask_id: str) -> str:
     attempt = view.current_attempt
     assert attempt is not None and attempt.resolution is not None and view.worktree is not None
     started, worktree = attempt.resolution, Path(view.worktree)
+    assert view.branch is not None
     await git.start_merge(
         worktree,
+        branch=view.branch,
         start_commit=started.start_commit,
         merged_in=started.merged_in,
         leave_out=view.copied,
@@ -68,8 +70,10 @@ async def commit(edges: Edges, state: ExecutionState, subtask_id: str) -> ev.Att
     assert attempt is not None and attempt.resolution is not None and view.worktree is not None
     started, worktree = attempt.resolution, Path(view.worktree)
     explanation = await git.take_explanation(worktree / EXPLANATION_FILE)
+    assert view.branch is not None
     done = await git.commit(
         worktree,
+        branch=view.branch,
         merged_in=started.merged_in,
         message=f"kairo: {subtask_id}, attempt {attempt.number}: its conflict with "
         f"{started.merged_in[:12]} resolved",

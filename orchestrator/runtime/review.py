@@ -17,6 +17,7 @@ import trio
 from orchestrator.core import events as ev
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.state import ExecutionState
+from orchestrator.git.invocation import hardened_settings_env
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
 
@@ -46,6 +47,11 @@ async def run_review_step(
     created = state.created
     env = {
         **edges.environment,
+        # The git these commands run is ours too: no hook, fsmonitor, pager or signing
+        # program the repository's configuration names (git/invocation.py). Which remote,
+        # its URL and its credentials are the user's configuration, which the guard has
+        # just found as it was when the execution started.
+        **hardened_settings_env(),
         "GIT_TERMINAL_PROMPT": "0",
         "KAIRO_EXECUTION_ID": state.execution_id,
         "KAIRO_INTEGRATION_BRANCH": created.integration_branch,
@@ -65,7 +71,7 @@ async def run_review_step(
         assert review.pr_command is not None
         body = Path(created.run_root) / PR_BODY
         text = to_markdown(build_report(state, "COMPLETED" if _all_merged(state) else "FAILED"))
-        await trio.Path(body).write_text(text, encoding="utf-8")
+        await trio.Path(body).write_text(text, encoding="utf-8", errors="surrogateescape")
         env["KAIRO_REPORT_FILE"] = str(body)
         command = review.pr_command
     result = await edges.processes.run_shell(

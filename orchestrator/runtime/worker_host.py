@@ -24,12 +24,15 @@ import trio
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.event_base import redact_printed
 from orchestrator.core.ids import subtask_branch, worker_tmux_socket
 from orchestrator.core.placement import command_from_record
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem, KairoError, StepFailed
+from orchestrator.git.invocation import git, git_clone
+from orchestrator.git.refs import branch_ref
 from orchestrator.git.remote import fetch_branch_if_there, fetch_commit, push_branch
-from orchestrator.git.repo import Identity, RepoPaths, discover_repo, git
+from orchestrator.git.repo import Identity, RepoPaths, discover_repo
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.edge_adapters import GitRepository, LocalProcesses, TmuxPanes
 from orchestrator.runtime.edges import Edges
@@ -74,7 +77,7 @@ async def ensure_clone(data_dir: Path, remote: str) -> RepoPaths:
     if not (target / ".git").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".cloning")
-        await git("clone", "-q", "--no-checkout", remote, str(partial), cwd=target.parent)
+        await git_clone(remote, partial)
         partial.rename(target)
     return await trio.to_thread.run_sync(discover_repo, target)
 
@@ -157,7 +160,9 @@ class WorkerHost:
                 return [ev.WorkspaceReleased(subtask_id=sid)]  # never made on this host
             if not isinstance(command, cmd.KillAttempt):
                 await self._take_over_worktree(state, edges, sid, Path(worktree))
-        events = await execute(edges, state, command)
+        # Cut out here the secrets of this host's environment: the owner knows its own.
+        done = await execute(edges, state, command)
+        events = [redact_printed(event, edges.redactor.text) for event in done]
         if isinstance(command, cmd.CommitAttempt):
             await self._current_state(queued, command)  # not pushed for a stale assignment
             branch = subtask_branch(state.plan.name, state.execution_id, sid)
@@ -191,7 +196,7 @@ class WorkerHost:
             assert start is not None
             integration = state.created.integration_branch
             await fetch_commit(clone, self._remote, integration, start)
-            await git("branch", "-f", view.branch, start, cwd=clone)
+            await git("update-ref", branch_ref(view.branch), start, cwd=clone)
         if await edges.workspaces.adopt(sid, view.branch, worktree) is None:
             raise StepFailed(f"cannot make the worktree of {sid} again on this host")
         log.warning("worktree_taken_over", path=str(worktree))

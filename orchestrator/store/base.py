@@ -196,11 +196,14 @@ class DurableExecutionStore(Protocol):
         expected_version: int | None = None,
         status: str | None = None,
         owner: str | None = None,
+        written_head: tuple[int, str] | None = None,
     ) -> list[StoredEvent]:
         """Append after the head, move the head and bump the version in one transaction.
 
         `status`/`owner` of None leave the column as it is. Raises `ConcurrentUpdate` when
-        `expected_version` is given and is not the row's version.
+        `expected_version` is given and is not the row's version. `written_head`, the
+        (seq, hash) the caller wrote last: `LogRewritten`, and nothing appended, when the
+        log no longer ends with that very event (store.md, "What the supervisor wrote").
         """
         ...
 
@@ -236,6 +239,10 @@ class DurableExecutionStore(Protocol):
 
     def resolve_id(self, prefix_or_short: str) -> str:
         """The one execution id this prefix or short id names, or `UsageError`."""
+        ...
+
+    def event_hashes(self, execution_id: str, first: int, last: int) -> dict[int, str]:
+        """The stored `event_hash` of each event from seq `first` to `last`, by seq."""
         ...
 
     def verify(self, execution_id: str) -> tuple[int, str]:

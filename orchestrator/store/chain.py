@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.canonical import canonical_json, chain_hash, envelope
-from orchestrator.errors import LogVerificationError
+from orchestrator.errors import LogRewritten, LogVerificationError
 from orchestrator.store.base import EMPTY_HEAD_HASH, NewEvent, StoredEvent
 from orchestrator.store.hashing import event_hash, follow_stored_rows, json_string
 
@@ -202,4 +202,42 @@ def past_head(execution_id: str, head_seq: int) -> LogVerificationError:
         f" it has events past its head at seq {head_seq}",
         execution_id=execution_id,
         bad_seq=head_seq + 1,
+    )
+
+
+def check_written_head(
+    execution_id: str,
+    written: tuple[int, str],
+    hash_at_written: str | None,
+    head_seq: int,
+    head_hash: str,
+) -> None:
+    """Refuse to extend a log whose event at `written`'s seq, the last its writer wrote,
+    is not the one it wrote (`hash_at_written`, what the log holds there now), nor a head
+    at that seq that is not its hash. A chain rewritten from any seq up to it and hashed
+    anew, so that it verifies, changes that hash: nothing else does."""
+    seq, digest = written
+    if hash_at_written is None:
+        what = f"seq {seq}, the last event it wrote, is gone (the log ends at seq {head_seq})"
+        raise _rewritten(execution_id, min(seq, head_seq + 1), what)
+    if hash_at_written != digest:
+        raise _rewritten(execution_id, seq, f"the event at seq {seq} is not the one it wrote")
+    if head_seq == seq and head_hash != digest:
+        raise _rewritten(execution_id, seq, f"its head at seq {seq} is not the one it wrote")
+
+
+def written_over(execution_id: str, written: tuple[int, str], head_seq: int) -> LogRewritten:
+    """Events after the last its writer wrote, with the row's version left as it was: no
+    store's append made them (each moves the version)."""
+    seq = written[0]
+    what = f"seq {seq + 1} to {head_seq} follow the last event it wrote, and it wrote none of them"
+    return _rewritten(execution_id, seq + 1, what)
+
+
+def _rewritten(execution_id: str, seq: int, what: str) -> LogRewritten:
+    return LogRewritten(
+        f"the event log of {execution_id} was changed behind its writer's back: {what}",
+        execution_id=execution_id,
+        bad_seq=seq,
+        what=what,
     )

@@ -111,9 +111,10 @@ class SqlStore(abc.ABC):
     def _timestamp(self) -> str:
         return format_timestamp(self._clock())
 
-    def _execution(self, cursor: Cursor, query: str, execution_id: str) -> Any:
-        """The one row `query` (with one `?`, the id) finds, or UnknownExecution."""
-        cursor.execute(self._sql(query), (execution_id,))
+    def _execution(self, cursor: Cursor, query: str, execution_id: str, *first: Any) -> Any:
+        """The one row `query` (its last `?` the id, after those of `first`) finds, or
+        UnknownExecution."""
+        cursor.execute(self._sql(query), (*first, execution_id))
         found = cursor.fetchone()
         if found is None:
             raise UnknownExecution(execution_id)
@@ -128,23 +129,29 @@ class SqlStore(abc.ABC):
         )
         return version, head_seq, head_hash
 
-    def _head_to_extend(self, cursor: Cursor, execution_id: str) -> tuple[int, int, str]:
-        """`_head`, locked, of a log that has no event past it.
+    def _head_to_extend(
+        self, cursor: Cursor, execution_id: str, written: tuple[int, str] | None
+    ) -> tuple[int, int, str, str | None]:
+        """`_head`, locked, of a log that has no event past it, and the hash the log holds
+        at the seq of `written` (None: no such event).
 
         Rows past the head mean someone wrote events without moving it: refuse to build on
-        a log that would fail verification. One query with the head's (an indexed probe):
+        a log that would fail verification. One query with the head's (indexed probes):
         each query is a round trip to a PostgreSQL server.
         """
-        version, head_seq, head_hash, past_head = self._execution(
+        version, head_seq, head_hash, past_head, hash_at_written = self._execution(
             cursor,
             "SELECT version, head_seq, head_hash, EXISTS (SELECT 1 FROM kairo_execution_events e"
-            " WHERE e.execution_id = x.execution_id AND e.seq > x.head_seq)"
+            " WHERE e.execution_id = x.execution_id AND e.seq > x.head_seq),"
+            " (SELECT w.event_hash FROM kairo_execution_events w"
+            " WHERE w.execution_id = x.execution_id AND w.seq = ?)"
             " FROM kairo_executions x WHERE x.execution_id = ?" + self.lock_row,
             execution_id,
+            written[0] if written is not None else EMPTY_HEAD_SEQ,
         )
         if past_head:
             raise chain.past_head(execution_id, head_seq)
-        return version, head_seq, head_hash
+        return version, head_seq, head_hash, hash_at_written
 
     def _insert(
         self,
@@ -221,15 +228,25 @@ class SqlStore(abc.ABC):
         expected_version: int | None = None,
         status: str | None = None,
         owner: str | None = None,
+        written_head: tuple[int, str] | None = None,
     ) -> list[StoredEvent]:
         prepared = [chain.prepare(event) for event in events]  # the slow part, before locking
         extending = EMPTY_HEAD_SEQ
         sealed: list[StoredEvent] = []
         try:
             with self._transaction(write=True) as cursor:
-                version, head_seq, head_hash = self._head_to_extend(cursor, execution_id)
+                version, head_seq, head_hash, hash_at_written = self._head_to_extend(
+                    cursor, execution_id, written_head
+                )
+                # Before the version: a takeover moves it, and never rewrites what was written.
+                if written_head is not None:
+                    chain.check_written_head(
+                        execution_id, written_head, hash_at_written, head_seq, head_hash
+                    )
                 if expected_version is not None and expected_version != version:
                     raise ConcurrentUpdate(execution_id, expected=expected_version, found=version)
+                if written_head is not None and (head_seq, head_hash) != written_head:
+                    raise chain.written_over(execution_id, written_head, head_seq)
                 extending = head_seq
                 now = self._timestamp()
                 sealed = chain.seal(
@@ -365,6 +382,17 @@ class SqlStore(abc.ABC):
                 execution_id=execution_id,
                 bad_seq=bad,
             ) from None
+
+    def event_hashes(self, execution_id: str, first: int, last: int) -> dict[int, str]:
+        with self._transaction(write=False) as cursor:
+            cursor.execute(
+                self._sql(
+                    "SELECT seq, event_hash FROM kairo_execution_events"
+                    " WHERE execution_id = ? AND seq >= ? AND seq <= ?"
+                ),
+                (execution_id, first, last),
+            )
+            return {seq: digest for seq, digest in cursor.fetchall()}
 
     def verify(self, execution_id: str) -> tuple[int, str]:
         with self._transaction(write=False) as cursor:

@@ -18,6 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.core.inert_text import inert
+from orchestrator.core.secrets import is_secret
+
 # The border shows our own title: an agent's output goes to the pane verbatim, and an
 # escape sequence in it may rename the pane, but not this user option.
 TITLE_OPTION = "@kairo_title"
@@ -26,7 +29,6 @@ HISTORY_LIMIT = 50_000
 AGENT_WINDOW_PREFIX = "agents-"
 MIN_VERSION = (3, 2)
 REF_FORMAT = "#{pane_id}\t#{window_id}"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 Command = list[str]
 
@@ -54,6 +56,28 @@ class NewPane:
     cwd: str
 
 
+#: What of the supervisor's environment its tmux clients get: what tmux and the programs it
+#: starts for kairo-orch (the in-pane runner, the live view) need to find their programs,
+#: their socket and their language. A client that starts the server gives it its own
+#: environment, which the server keeps as its global one and every program in its panes
+#: inherits and can read (`tmux show-environment -g`), agents among them: the rest of the
+#: supervisor's environment, its secrets first, must not go there.
+CLIENT_ENVIRONMENT = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
+    | {"TERM", "COLORTERM", "TERMINFO", "TERMINFO_DIRS", "TMUX_TMPDIR", "PYTHONPATH"}
+)
+
+
+def client_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What of `environment` a tmux client gets (CLIENT_ENVIRONMENT, the locale's LC_*),
+    but a secret, wherever one hides."""
+    return {
+        name: value
+        for name, value in environment.items()
+        if (name in CLIENT_ENVIRONMENT or name.startswith("LC_")) and not is_secret(name, value)
+    }
+
+
 def not_installed(tmux_bin: str) -> str:
     return f"tmux is not installed (no {tmux_bin!r} on PATH); install tmux 3.2 or newer."
 
@@ -68,8 +92,9 @@ def literal(text: str) -> str:
 
 
 def clean_title(title: str) -> str:
-    """A title on one line: control characters would break the border and our parsing."""
-    return _CONTROL.sub(" ", title).strip() or "agent"
+    """A title on one line, inert (core/inert_text.py): a control character would break
+    the border and our parsing, and reach the terminal of every client that shows it."""
+    return inert(title.strip()) or "agent"
 
 
 def chain(*commands: Command) -> Command:
@@ -100,6 +125,9 @@ def window_options(target: str) -> list[Command]:
     return [
         ["set-option", "-w", "-t", target, "remain-on-exit", "on"],
         ["set-option", "-w", "-t", target, "allow-rename", "off"],
+        # Nor may what runs in a pane retitle it (tmux 3.4 and later; -q: an older one does
+        # not know the option, and goes on with the chain).
+        ["set-option", "-q", "-w", "-t", target, "allow-set-title", "off"],
         ["set-option", "-w", "-t", target, "pane-border-status", "top"],
         ["set-option", "-w", "-t", target, "pane-border-format", BORDER_FORMAT],
     ]
@@ -135,6 +163,9 @@ def new_session_argv(
         [*create, "--", *pane_command(command)],
         # destroy-unattached is off by default, but a user's config may turn it on.
         ["set-option", "-t", target, "destroy-unattached", "off"],
+        # Nor does a client that attaches bring its SSH_AUTH_SOCK or KRB5CCNAME into the
+        # session's environment, where agents would find them.
+        ["set-option", "-t", target, "update-environment", ""],
         ["set-option", "-t", target, "history-limit", str(HISTORY_LIMIT)],
         *window_options(target),
         *title_commands(["-t", target], title),  # else its border shows the host's name

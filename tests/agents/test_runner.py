@@ -67,7 +67,7 @@ async def start(
     tmux: TmuxServer, tmp_path: Path, argv: list[str], name: str = "a", **extra: object
 ) -> Attempt:
     directory = tmp_path / name
-    directory.mkdir(exist_ok=True)
+    directory.mkdir(exist_ok=True)  # made already for a credentials file, or a planted link
     spec = {
         "argv": argv,
         "cwd": str(tmp_path),
@@ -201,6 +201,51 @@ async def test_the_agent_gets_the_spec_environment_not_the_panes(
 
     assert record["output_tail"] == f"leak=unset mine=from-spec\n{tmp_path}\n"
     await eventually(lambda: control.exists() and control.read_text() == "from-tmux-server\n")
+
+
+KEY = "sk-ant-api03-runner-test-0123456789"
+
+
+def credentials(directory: Path, env: dict[str, str], redact: list[list[str]]) -> Path:
+    """A credentials file as the supervisor writes one (runtime/attempts.py)."""
+    directory.mkdir(exist_ok=True)
+    path = directory / "credentials.json"
+    path.write_text(json.dumps({"env": env, "redact": redact}))
+    return path
+
+
+async def test_the_agent_s_credentials_come_from_a_file_taken_once_and_are_cut_out_of_its_output(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    path = credentials(tmp_path / "a", {"API_KEY": KEY}, [["API_KEY", KEY]])
+    # Printed in two writes, a read of the runner apart: the key is cut out all the same.
+    script = (
+        'printf %s "$API_KEY" | sha256sum; '
+        'printf "key: %s" "${API_KEY%%-runner*}"; sleep 0.3; printf "%s\\n" "-runner${API_KEY#*-runner}"'
+    )
+    attempt = await start(tmux, tmp_path, sh(script), credentials_path=str(path))
+
+    record = await attempt.wait_exit(tmux)
+
+    assert not path.exists()
+    digest = hashlib.sha256(KEY.encode()).hexdigest()  # the agent had its key
+    assert record["output_tail"] == f"{digest}  -\nkey: [redacted: API_KEY]\n"
+    assert attempt.log == record["output_tail"]
+    assert KEY not in await tmux.capture_pane(attempt.pane_id)  # siblings can read a pane
+
+
+async def test_a_runner_whose_credentials_are_gone_starts_no_agent(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    taken = str(tmp_path / "a" / "credentials.json")  # another process read it first
+    marker = tmp_path / "ran"
+    attempt = await start(tmux, tmp_path, sh(f"touch {marker}"), credentials_path=taken)
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 126
+    assert "its credentials are not in" in record["output_tail"]
+    assert attempt.read("started.json")["agent_pid"] is None and not marker.exists()
 
 
 async def test_output_is_kept_whole_in_the_log_and_as_a_tail(

@@ -91,7 +91,7 @@ def test_an_exit_record_forged_while_the_agent_runs_is_not_its_exit(
     victim = next(s for s in status["subtasks"] if s["id"] == "victim")  # type: ignore[attr-defined]
     assert victim["attempts"] == 1
     assert "FORGED" not in json.loads(record.read_text())["output_tail"]  # the runner's own
-    said = status["tampering"]
+    said = status["written_by_others"]
     assert said == [
         "victim attempt 1: an exit record was written into its run folder by another process "
         "while its agent still ran; it was not taken for the agent's exit"
@@ -120,7 +120,7 @@ def test_an_output_log_another_process_changed_is_not_shown_as_the_agents(
     assert "FORGED" in log.read_text()  # the attack is real: the file says it
     victim = next(s for s in status["subtasks"] if s["id"] == "victim")  # type: ignore[attr-defined]
     assert victim["output"] is None  # not named as the agent's output any more
-    said = status["tampering"]
+    said = status["written_by_others"]
     assert said == [
         f"victim attempt 1: its output log ({log}) was changed by another process: it is not "
         "what its agent printed"

@@ -19,17 +19,17 @@ from tests.core.test_overlaps import running
 EXECUTION = "01M98ABCDEFGHJKMNPQRSTVWXY"
 
 
-def exited(*tampered: ev.TamperedRecord) -> ExecutionState:
+def exited(*written: ev.RunnerRecord) -> ExecutionState:
     return feed(
         running("fix-a"),
-        [ev.AttemptExited(subtask_id="fix-a", attempt=1, exit_code=0, tampered=tampered)],
+        [ev.AttemptExited(subtask_id="fix-a", attempt=1, exit_code=0, written_by_others=written)],
     )
 
 
 def test_what_another_process_wrote_is_said_by_status_and_the_report_and_only_then() -> None:
     state = exited("exit_record", "output_log")
     document = status_document(state, status="RUNNING", version=1, head_seq=9, head_hash="h")
-    assert document["tampering"] == [
+    assert document["written_by_others"] == [
         "fix-a attempt 1: an exit record was written into its run folder by another process "
         "while its agent still ran; it was not taken for the agent's exit",
         "fix-a attempt 1: its output log (/r/fix-a/output.log) was changed by another "
@@ -38,25 +38,26 @@ def test_what_another_process_wrote_is_said_by_status_and_the_report_and_only_th
     # The log it changed is not named as the agent's output any more.
     assert next(s for s in document["subtasks"] if s["id"] == "fix-a")["output"] is None
     report = build_report(state, "RUNNING")
-    assert report["tampering"] == document["tampering"]
+    assert report["written_by_others"] == document["written_by_others"]
     assert report["attempts"]["fix-a"][0]["output"] is None
     markdown = to_markdown(report)
     assert "## Records of the agents' runners that another process wrote" in markdown
-    assert all(said in markdown for said in document["tampering"])
+    assert all(said in markdown for said in document["written_by_others"])
 
     clean = exited()
-    assert "tampering" not in status_document(
+    assert "written_by_others" not in status_document(
         clean, status="RUNNING", version=1, head_seq=9, head_hash="h"
     )
-    assert "tampering" not in build_report(clean, "RUNNING")
+    assert "written_by_others" not in build_report(clean, "RUNNING")
     assert build_report(clean, "RUNNING")["attempts"]["fix-a"][0]["output"] == (
         "/r/fix-a/output.log"
     )
 
 
-def test_an_attempt_exited_of_version_3_said_nothing_was_tampered_with() -> None:
+def test_an_attempt_exited_of_an_older_version_said_nothing_was_written_by_others() -> None:
     payload = {"subtask_id": "a", "attempt": 1, "exit_code": 0}
-    assert ev.from_record("attempt_exited", payload, 3).tampered == ()
+    for version in (3, 4):
+        assert ev.from_record("attempt_exited", payload, version).written_by_others == ()
 
 
 def test_cgroup_names_say_whose_they_are() -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+
+from orchestrator.git.invocation import GitResult
+from orchestrator.git.repo import discover_repo
 
 USER_NAME = "Test User"
 USER_EMAIL = "test@example.com"
@@ -20,6 +24,34 @@ def run(cwd: Path, *args: str) -> str:
     if done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout
+
+
+async def user_git(
+    cwd: Path,
+    *args: str,
+    check: bool = True,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> GitResult:
+    """The user's own git, as they would run it in `cwd` (for a test to look with, or to
+    set a scene): none of kairo-orch's hardening."""
+    done = await trio.run_process(
+        ["git", *args],
+        cwd=cwd,
+        stdin=stdin if stdin is not None else b"",
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    result = GitResult(
+        done.returncode,
+        done.stdout.decode("utf-8", "surrogateescape"),
+        done.stderr.decode("utf-8", "surrogateescape"),
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
+    return result
 
 
 def write(path: Path, text: str) -> None:
@@ -65,6 +97,7 @@ def _make_repo(path: Path, *, identity: bool) -> Path:
     write(path / "docs" / "guide.md", "guide\n")
     run(path, *env, "add", "-A")
     run(path, *env, "commit", "--quiet", "-m", "add docs")
+    discover_repo(path)  # the repository the user names: git commands may run in it
     return path
 
 
@@ -126,7 +159,10 @@ class GitCommands:
         run_process = trio.run_process
 
         async def counting(argv: list[str], **kwargs: Any) -> Any:
-            self.names.append(argv[3])  # after git -c core.hooksPath=/dev/null
+            rest = argv[1:]
+            while rest[0] == "-c":  # the hardened settings (git/invocation.py)
+                rest = rest[2:]
+            self.names.append(rest[0])
             return await run_process(argv, **kwargs)
 
         monkeypatch.setattr(trio, "run_process", counting)

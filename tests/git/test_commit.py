@@ -7,10 +7,10 @@ import pytest
 from orchestrator.errors import StepFailed
 from orchestrator.git.commit import commit_all, commit_message
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.repo import Identity, git
+from orchestrator.git.repo import Identity
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.git.workspace_port import Workspace
-from tests.git.conftest import run, snapshot, write
+from tests.git.conftest import run, snapshot, user_git, write
 
 TRAILERS = {"Kairo-Execution": "01J0EXEC", "Kairo-Subtask": "extract-auth", "Kairo-Attempt": "2"}
 IDENTITY = Identity("kairo-orch", "kairo-orch@localhost")
@@ -53,13 +53,13 @@ async def test_commits_untracked_and_modified_files_but_not_ignored_ones(
     assert changed and files == 3
     assert head != ws.base_commit
     assert await rev_parse(ws.path, ws.branch) == head
-    tree = (await git("ls-tree", "-r", "--name-only", head, cwd=ws.path)).stdout.split()
+    tree = (await user_git(ws.path, "ls-tree", "-r", "--name-only", head)).stdout.split()
     assert "src/auth.py" in tree
     assert "docs/guide.md" not in tree
     assert "agent.log" not in tree and "build/out.o" not in tree
     # The ignored files stay where the agent left them, uncommitted.
     assert (ws.path / "agent.log").exists()
-    parents = (await git("rev-list", "--parents", "-n1", head, cwd=ws.path)).stdout.split()
+    parents = (await user_git(ws.path, "rev-list", "--parents", "-n1", head)).stdout.split()
     assert parents == [head, ws.base_commit]
 
 
@@ -67,8 +67,8 @@ async def test_trailers_are_real_git_trailers(repo: Path, worktree_root: Path) -
     ws = await make_workspace(repo, worktree_root)
     write(ws.path / "new.txt", "x\n")
     head, _, _ = await commit(ws)
-    shown = await git(
-        "log", "-1", "--format=%s%n%(trailers:only,unfold)%an <%ae>", head, cwd=ws.path
+    shown = await user_git(
+        ws.path, "log", "-1", "--format=%s%n%(trailers:only,unfold)%an <%ae>", head
     )
     assert shown.stdout.splitlines() == [
         "extract-auth: attempt 2",
@@ -77,8 +77,8 @@ async def test_trailers_are_real_git_trailers(repo: Path, worktree_root: Path) -
         "Kairo-Attempt: 2",
         "kairo-orch <kairo-orch@localhost>",
     ]
-    body = (await git("log", "-1", "--format=%B", head, cwd=ws.path)).stdout
-    parsed = await git("interpret-trailers", "--parse", cwd=ws.path, stdin=body.encode())
+    body = (await user_git(ws.path, "log", "-1", "--format=%B", head)).stdout
+    parsed = await user_git(ws.path, "interpret-trailers", "--parse", stdin=body.encode())
     assert parsed.stdout.splitlines() == [f"{k}: {v}" for k, v in TRAILERS.items()]
 
 
@@ -92,9 +92,9 @@ async def test_non_ascii_paths_and_messages_round_trip(repo: Path, worktree_root
         identity=Identity("Zoë", "zoe@example.com"),
         start_commit=ws.base_commit,
     )
-    shown = await git("log", "-1", "--format=%s|%an|%(trailers:only,unfold)", cwd=ws.path)
+    shown = await user_git(ws.path, "log", "-1", "--format=%s|%an|%(trailers:only,unfold)")
     assert shown.stdout == "Überarbeitung ✓|Zoë|Kairo-Subtask: naïve\n\n"
-    files = await git("ls-tree", "-r", "-z", "--name-only", outcome.head_commit, cwd=ws.path)
+    files = await user_git(ws.path, "ls-tree", "-r", "-z", "--name-only", outcome.head_commit)
     assert "données/café ☕.txt" in files.stdout.split("\0")
 
 
@@ -127,8 +127,8 @@ async def test_the_agents_own_commits_stay(repo: Path, worktree_root: Path) -> N
     write(ws.path / "b.txt", "left behind\n")
     _, changed, files = await commit(ws)
     assert changed and files == 2
-    assert (await git("rev-parse", "HEAD~1", cwd=ws.path)).stdout.strip() == agents
-    author = await git("log", "-1", "--format=%an", agents, cwd=ws.path)
+    assert (await user_git(ws.path, "rev-parse", "HEAD~1")).stdout.strip() == agents
+    author = await user_git(ws.path, "log", "-1", "--format=%an", agents)
     assert author.stdout.strip() == "Agent"
 
 
@@ -164,7 +164,7 @@ async def test_works_with_no_identity_configured(
     outcome = await commit_all(
         ws.path, message="m", trailers={}, identity=identity, start_commit=ws.base_commit
     )
-    shown = await git("log", "-1", "--format=%an <%ae>|%cn", outcome.head_commit, cwd=ws.path)
+    shown = await user_git(ws.path, "log", "-1", "--format=%an <%ae>|%cn", outcome.head_commit)
     assert shown.stdout.strip() == "kairo-orch <kairo-orch@localhost>|kairo-orch"
 
 
@@ -184,7 +184,7 @@ async def test_unfinished_merge_is_refused(repo: Path, worktree_root: Path) -> N
     run(theirs.path, "commit", "-qam", "theirs")
     write(ws.path / "README.md", "mine\n")
     run(ws.path, "commit", "-qam", "mine")
-    merging = await git("merge", theirs.branch, cwd=ws.path, check=False)
+    merging = await user_git(ws.path, "merge", theirs.branch, check=False)
     assert merging.returncode == 1  # conflicted, MERGE_HEAD left behind
     with pytest.raises(StepFailed, match="left a merge unfinished") as info:
         await commit(ws)

@@ -12,10 +12,9 @@ import pytest
 
 from orchestrator.errors import StepFailed
 from orchestrator.git.refs import branch_exists
-from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
 from tests.faults.small_disk import resize, small_disk
-from tests.git.conftest import run
+from tests.git.conftest import run, user_git
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ async def test_a_worktree_the_full_disk_cannot_hold_leaves_no_worktree_and_no_br
         await provider.create("s1", "kairo-subtasks/p/abcdef/s1", "HEAD", target)
 
     assert not await branch_exists(big_repo, "kairo-subtasks/p/abcdef/s1")
-    listed = (await git("worktree", "list", "--porcelain", cwd=big_repo)).stdout
+    listed = (await user_git(big_repo, "worktree", "list", "--porcelain")).stdout
     assert str(disk) not in listed
     assert not target.exists()
     # Once there is room, the same create goes through: nothing is in its way.

@@ -16,9 +16,9 @@ from orchestrator.git.merge import (
     parse_merge_tree,
 )
 from orchestrator.git.refs import create_branch, is_ancestor, rev_parse, update_ref
-from orchestrator.git.repo import Identity, git
+from orchestrator.git.repo import Identity
 from orchestrator.git.workspace import LocalWorktreeProvider
-from tests.git.conftest import GitCommands, snapshot, write
+from tests.git.conftest import GitCommands, run, snapshot, user_git, write
 
 IDENTITY = Identity("kairo-orch", "kairo-orch@localhost")
 TARGET = "refs/heads/kairo/integration"
@@ -84,14 +84,14 @@ async def test_clean_merge_makes_a_two_parent_commit_and_moves_the_target(
     assert second.previous_commit == first.merge_commit
     assert await rev_parse(dirty_repo, TARGET) == second.merge_commit
 
-    parents = await git("rev-list", "--parents", "-n1", second.merge_commit, cwd=dirty_repo)
+    parents = await user_git(dirty_repo, "rev-list", "--parents", "-n1", second.merge_commit)
     assert parents.stdout.split() == [second.merge_commit, first.merge_commit, b]
-    body = await git("log", "-1", "--format=%B%an", second.merge_commit, cwd=dirty_repo)
+    body = await user_git(dirty_repo, "log", "-1", "--format=%B%an", second.merge_commit)
     assert body.stdout == "Merge subtask b\n\nKairo-Subtask: b\nkairo-orch\n"
     assert await integration_tree(dirty_repo, TARGET) == second.tree
-    files = await git("ls-tree", "-r", "--name-only", TARGET, cwd=dirty_repo)
+    files = await user_git(dirty_repo, "ls-tree", "-r", "--name-only", TARGET)
     assert "src/b.py" in files.stdout.split() and "docs/guide.md" not in files.stdout.split()
-    app = await git("show", f"{TARGET}:src/app.py", cwd=dirty_repo)
+    app = await user_git(dirty_repo, "show", f"{TARGET}:src/app.py")
     assert "'a'" in app.stdout
     assert snapshot(dirty_repo) == before
 
@@ -237,7 +237,7 @@ async def test_a_source_whose_changes_are_in_already_still_gets_a_merge_commit(
     second = await merge(repo, b)
     assert isinstance(second, Merged) and not second.already_merged
     assert second.tree == first.tree
-    parents = await git("rev-list", "--parents", "-n1", TARGET, cwd=repo)
+    parents = await user_git(repo, "rev-list", "--parents", "-n1", TARGET)
     assert parents.stdout.split() == [second.merge_commit, first.merge_commit, b]
     again = await merge(repo, b)
     assert again == Merged(second.merge_commit, first.merge_commit, first.tree, True)
@@ -248,7 +248,7 @@ async def test_merging_a_missing_source_is_a_failed_step_naming_it(
     repo: Path, integration: str, source: str
 ) -> None:
     if source == "main^{tree}":
-        source = (await git("rev-parse", "main^{tree}", cwd=repo)).stdout.strip()
+        source = (await user_git(repo, "rev-parse", "main^{tree}")).stdout.strip()
     with pytest.raises(StepFailed) as info:
         await merge(repo, source)
     assert info.value.message == f"{source!r} does not name a commit in the repository at {repo}"
@@ -260,11 +260,11 @@ async def test_a_named_source_is_the_commit_rev_parse_names(
     repo: Path, subtasks: Subtasks, integration: str
 ) -> None:
     heads = [await subtasks.branch(f"s{i}", {f"f{i}.txt": f"{i}\n"}) for i in range(5)]
-    await git("branch", "x", heads[0], cwd=repo)
-    await git("tag", "x", heads[1], cwd=repo)  # a tag comes before a branch of its name
-    await git("tag", "-a", "-m", "annotated", "ann", heads[2], cwd=repo)
-    await git("branch", "y", heads[3], cwd=repo)
-    await git("update-ref", "y", heads[4], cwd=repo)  # .git/y comes before refs/heads/y
+    await user_git(repo, "branch", "x", heads[0])
+    await user_git(repo, "tag", "x", heads[1])  # a tag comes before a branch of its name
+    await user_git(repo, "tag", "-a", "-m", "annotated", "ann", heads[2])
+    await user_git(repo, "branch", "y", heads[3])
+    await user_git(repo, "update-ref", "y", heads[4])  # .git/y comes before refs/heads/y
     expected = {
         "x": heads[1],
         "ann": heads[2],
@@ -278,7 +278,7 @@ async def test_a_named_source_is_the_commit_rev_parse_names(
         await update_ref(repo, TARGET, integration, await rev_parse(repo, TARGET))
         outcome = await merge(repo, name)
         assert isinstance(outcome, Merged) and not outcome.already_merged, name
-        parents = await git("rev-list", "--parents", "-n1", TARGET, cwd=repo)
+        parents = await user_git(repo, "rev-list", "--parents", "-n1", TARGET)
         assert parents.stdout.split() == [outcome.merge_commit, integration, head], name
 
 
@@ -314,7 +314,7 @@ async def test_a_merge_onto_its_own_last_merge_runs_three_git_processes(
         repo, target_ref=TARGET, source_commit=heads[0], message="m", identity=IDENTITY
     )
     assert commands.taken() == ["for-each-ref", *MERGE]
-    await git("pack-refs", "--all", cwd=repo)
+    await user_git(repo, "pack-refs", "--all")
     commands.taken()
     await merge(repo, heads[1])
     assert commands.taken() == ["for-each-ref", *MERGE]
@@ -328,11 +328,11 @@ async def test_a_tip_moved_by_someone_else_is_merged_onto(
     assert isinstance(first, Merged)
     # The user commits onto the integration branch between two merges: a tip no merge of
     # this process wrote.
-    await git("branch", "-f", "kairo/integration", b, cwd=repo)
+    await user_git(repo, "branch", "-f", "kairo/integration", b)
     second = await merge(repo, c)
     assert isinstance(second, Merged) and second.previous_commit == b
     # ...or moves it back to a commit a merge wrote: its tree is known, and still right.
-    await git("branch", "-f", "kairo/integration", first.merge_commit, cwd=repo)
+    await user_git(repo, "branch", "-f", "kairo/integration", first.merge_commit)
     third = await merge(repo, c)
     assert isinstance(third, Merged) and third.previous_commit == first.merge_commit
     assert third.tree == await integration_tree(repo, TARGET)
@@ -352,16 +352,16 @@ async def test_a_target_checked_out_after_a_merge_is_refused(
     tip = await rev_parse(repo, TARGET)
     checkout = repo
     if where == "the main worktree":
-        await git("switch", "--quiet", "kairo/integration", cwd=repo)
+        await user_git(repo, "switch", "--quiet", "kairo/integration")
     elif where == "a symlinked HEAD":  # as git writes it with core.preferSymlinkRefs
-        await git("-c", "core.preferSymlinkRefs=true", "symbolic-ref", "HEAD", TARGET, cwd=repo)
+        await user_git(repo, "-c", "core.preferSymlinkRefs=true", "symbolic-ref", "HEAD", TARGET)
         assert (repo / ".git" / "HEAD").is_symlink()
     elif where == "HEAD through another ref":
-        await git("symbolic-ref", "refs/heads/alias", TARGET, cwd=repo)
-        await git("symbolic-ref", "HEAD", "refs/heads/alias", cwd=repo)
+        await user_git(repo, "symbolic-ref", "refs/heads/alias", TARGET)
+        await user_git(repo, "symbolic-ref", "HEAD", "refs/heads/alias")
     else:
         checkout = worktree_root / "user"
-        await git("worktree", "add", "--quiet", str(checkout), "kairo/integration", cwd=repo)
+        await user_git(repo, "worktree", "add", "--quiet", str(checkout), "kairo/integration")
     with pytest.raises(StepFailed, match=f"checked out at {checkout}"):
         await merge(repo, b)
     assert await rev_parse(repo, TARGET) == tip
@@ -402,3 +402,29 @@ def test_parse_merge_tree_clean_output() -> None:
         "abc",
         (),
     )
+
+
+async def test_gits_own_merge_drivers_apply_as_the_checkout_says_and_no_other_runs(
+    repo: Path, subtasks: Subtasks, tmp_path: Path
+) -> None:
+    """`merge=union` in the checkout's .gitattributes still merges two appends; a driver of
+    the repository's config named beside it is not run (the merge is git's own three-way,
+    which conflicts)."""
+    ran = tmp_path / "driver-ran"
+    write(repo / ".gitattributes", "log.txt merge=union\nother.txt merge=custom\n")
+    write(repo / "log.txt", "first\n")
+    write(repo / "other.txt", "first\n")
+    run(repo, "add", ".")
+    run(repo, "commit", "-q", "-m", "attributes")
+    run(repo, "config", "merge.custom.driver", f"touch {ran}; true")
+    await create_branch(repo, TARGET, "main")
+    a = await subtasks.branch("a", {"log.txt": "first\na\n", "other.txt": "first\na\n"})
+    b = await subtasks.branch("b", {"log.txt": "first\nb\n", "other.txt": "first\nb\n"})
+    assert isinstance(await merge(repo, a), Merged)
+    outcome = await merge(repo, b)
+    assert isinstance(outcome, Conflicted)
+    assert [c.path for c in outcome.conflicts] == ["other.txt"]  # log.txt merged by union
+    assert not ran.exists()
+    # The user's own git would have run the driver (and taken its word for a clean merge).
+    run(repo, "merge-tree", "--write-tree", a, b)
+    assert ran.exists()

@@ -15,8 +15,7 @@ from orchestrator.git.refs import (
     rev_parse,
     update_ref,
 )
-from orchestrator.git.repo import git
-from tests.git.conftest import run, write
+from tests.git.conftest import run, user_git, write
 
 
 async def test_rev_parse_resolves_names_to_commit_oids(repo: Path) -> None:
@@ -138,7 +137,7 @@ async def test_diffstat_lists_odd_paths_in_git_order_once_each(repo: Path) -> No
     run(repo, "add", "-A")
     run(repo, "commit", "--quiet", "-m", "odd names")
     head = await rev_parse(repo, "HEAD")
-    listed = await git("diff", "--name-only", "-z", "--no-renames", base, head, cwd=repo)
+    listed = await user_git(repo, "diff", "--name-only", "-z", "--no-renames", base, head)
     stat = await diffstat(repo, base, head)
     assert stat.paths == tuple(p for p in listed.stdout.split("\0") if p)
     assert stat.paths.index("\ue000.txt") < stat.paths.index("\udcff.txt")

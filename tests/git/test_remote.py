@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.errors import StepFailed
 from orchestrator.git.remote import fetch_branch, push_leased
+from orchestrator.git.repo import discover_repo
 from tests.git.conftest import run, write
 
 BRANCH = "kairo/plan/E1"
@@ -38,6 +39,7 @@ async def test_an_old_owners_leased_push_is_refused_once_a_new_owner_pushed_on(
     run(tmp_path, "clone", "-q", url, str(new))
     for key, value in (("user.name", "New"), ("user.email", "new@example.com")):
         run(new, "config", key, value)
+    discover_repo(new)  # the new owner's clone, as its `resume` names it
     base = run(old, "rev-parse", "main").strip()
 
     first = _commit_on(old, base, "first.txt")

@@ -5,12 +5,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EnvironmentProblem, StepFailed, UsageError
+from orchestrator.git.invocation import git
 from orchestrator.git.repo import (
     Identity,
     check_git_version,
     discover_repo,
     error_context,
-    git,
+    has_uncommitted_changes,
+    has_uncommitted_work,
     parse_git_version,
 )
 from tests.git.conftest import USER_EMAIL, USER_NAME, run
@@ -61,7 +63,7 @@ async def test_git_not_installed(
     with pytest.raises(EnvironmentProblem, match="git is not installed"):
         discover_repo(repo)
     with pytest.raises(EnvironmentProblem, match="git is not installed"):
-        await git("status", cwd=repo)
+        await git("rev-parse", "HEAD", cwd=repo)
 
 
 @pytest.mark.parametrize(
@@ -95,8 +97,8 @@ async def test_failed_git_raises_step_failed_with_its_first_stderr_line(repo: Pa
 
 
 async def test_git_reads_stdin_and_takes_env(repo: Path) -> None:
-    result = await git("hash-object", "--stdin", cwd=repo, stdin=b"hello\n")
-    assert result.stdout.strip() == "ce013625030ba8dba906f756967f9e9ca394464a"
+    result = await git("mktree", cwd=repo, stdin=b"")
+    assert result.stdout.strip() == "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # the empty tree
     env = await git("var", "GIT_AUTHOR_IDENT", cwd=repo, env={"GIT_AUTHOR_NAME": "Someone"})
     assert env.stdout.startswith("Someone <")
 
@@ -142,3 +144,24 @@ def test_error_context_fills_only_missing_fields() -> None:
     with pytest.raises(UsageError) as usage, error_context(subtask_id="s2"):
         raise UsageError("bad")
     assert usage.value.subtask_id == "s2"
+
+
+async def test_uncommitted_work_is_seen_staged_unstaged_or_untracked_and_nothing_written(
+    repo: Path,
+) -> None:
+    paths = discover_repo(repo)
+    index = (repo / ".git" / "index").read_bytes()
+    assert not has_uncommitted_changes(paths)
+    assert not await has_uncommitted_work(repo)
+    (repo / "notes.txt").write_text("untracked\n")
+    assert not has_uncommitted_changes(paths)  # tracked files only
+    assert await has_uncommitted_work(repo)
+    (repo / "notes.txt").unlink()
+    (repo / "README.md").write_text("changed\n")
+    assert has_uncommitted_changes(paths)
+    assert await has_uncommitted_work(repo)
+    assert (repo / ".git" / "index").read_bytes() == index  # asked, never written
+    run(repo, "add", "README.md")
+    (repo / "README.md").write_text("# demo\n")  # staged, then changed back in the tree
+    assert has_uncommitted_changes(paths)
+    assert await has_uncommitted_work(repo)

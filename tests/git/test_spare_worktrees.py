@@ -12,8 +12,8 @@ import trio
 
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git import spare_worktrees
+from orchestrator.git.invocation import git
 from orchestrator.git.refs import rev_parse
-from orchestrator.git.repo import git
 from orchestrator.git.spare_pools import pool_bytes, spare_pool
 from orchestrator.git.spare_setting import SPARES_KEPT, spare_bytes, spares_to_keep
 from orchestrator.git.workspace import LocalWorktreeProvider
@@ -332,7 +332,7 @@ async def test_a_spare_is_moved_by_hand_as_git_would_move_it(
     made = await provider.create("s2", "kairo/s2", "main", path)
     monkeypatch.undo()
     ran = commands.taken()
-    assert "worktree" not in ran and "switch" in ran
+    assert "worktree" not in ran and "read-tree" in ran
     # The record git keeps, as `git worktree move` writes it (git's own move of another
     # worktree below writes the same).
     assert (admin / "gitdir").read_bytes() == f"{path.resolve()}/.git\n".encode()

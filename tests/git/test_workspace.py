@@ -11,11 +11,10 @@ import trio
 
 from orchestrator.errors import StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, rev_parse
-from orchestrator.git.repo import git
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.git.workspace_port import Workspace, WorkspaceKind, WorkspaceProvider
 from orchestrator.git.worktree_paths import default_worktree_root
-from tests.git.conftest import run, snapshot, write
+from tests.git.conftest import run, snapshot, user_git, write
 
 
 def provider_for(repo: Path) -> WorkspaceProvider:
@@ -35,14 +34,14 @@ async def test_create_makes_a_worktree_outside_the_checkout_at_base(
     )
     assert not ws.path.is_relative_to(dirty_repo)
     assert await rev_parse(ws.path, "HEAD") == base
-    assert (await git("symbolic-ref", "HEAD", cwd=ws.path)).stdout.strip() == (
+    assert (await user_git(ws.path, "symbolic-ref", "HEAD")).stdout.strip() == (
         "refs/heads/kairo/run/s1"
     )
     # Filled in: the files of the base commit, committed state (not the user's edits).
     assert (ws.path / "README.md").read_text() == "# demo\n"
     assert not (ws.path / "docs").exists()  # added only after the base
     assert not (ws.path / "notes.txt").exists()
-    status = await git("status", "--porcelain", cwd=ws.path)
+    status = await user_git(ws.path, "status", "--porcelain")
     assert status.stdout == ""
     assert await provider.exists(ws.path)
 
@@ -62,11 +61,11 @@ async def test_worktrees_created_concurrently(repo: Path, worktree_root: Path, c
             nursery.start_soon(one, i)
 
     assert len(made) == count
-    listed = (await git("worktree", "list", "--porcelain", cwd=repo)).stdout
+    listed = (await user_git(repo, "worktree", "list", "--porcelain")).stdout
     for ws in made:
         assert f"worktree {ws.path}" in listed
         assert (ws.path / "src" / "util.py").read_text().startswith("line 1\n")
-        assert (await git("status", "--porcelain", cwd=ws.path)).stdout == ""
+        assert (await user_git(ws.path, "status", "--porcelain")).stdout == ""
 
 
 async def test_existing_branch_is_refused_with_context(repo: Path, worktree_root: Path) -> None:
@@ -91,9 +90,9 @@ async def test_a_create_cut_short_before_its_branch_starts_again(
     run(repo, "worktree", "add", "--no-checkout", "--detach", str(path), "main")
     ws = await provider_for(repo).create("s1", "kairo/s1", "main", path)
     assert ws.path == path.resolve()
-    assert (await git("branch", "--show-current", cwd=path)).stdout.strip() == "kairo/s1"
+    assert (await user_git(path, "branch", "--show-current")).stdout.strip() == "kairo/s1"
     assert (path / "README.md").is_file()
-    assert (await git("status", "--porcelain", cwd=path)).stdout == ""
+    assert (await user_git(path, "status", "--porcelain")).stdout == ""
 
 
 async def test_path_inside_the_checkout_is_refused(repo: Path) -> None:
@@ -134,7 +133,7 @@ async def test_release_removes_the_worktree_keeps_the_branch_and_is_idempotent(
     gone = await provider.create("s2", "kairo/s2", "main", worktree_root / "s2")
     shutil.rmtree(gone.path)
     await provider.release(gone.path)
-    listed = (await git("worktree", "list", "--porcelain", cwd=repo)).stdout
+    listed = (await user_git(repo, "worktree", "list", "--porcelain")).stdout
     assert "s2" not in listed
 
 
@@ -237,7 +236,7 @@ async def test_a_create_cut_short_after_the_add_is_refused_then_adopted(
     assert adopted is not None and adopted.path == path.resolve()
     assert adopted.base_commit == await rev_parse(repo, "main")
     assert (path / "README.md").is_file()
-    assert (await git("status", "--porcelain", cwd=path)).stdout == ""
+    assert (await user_git(path, "status", "--porcelain")).stdout == ""
     # With no branch of that name there is nothing to finish.
     assert await provider.adopt("s2", "kairo/s2", worktree_root / "s2") is None
 

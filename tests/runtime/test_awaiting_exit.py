@@ -43,7 +43,7 @@ async def test_a_record_forged_while_the_agent_runs_is_said_and_not_taken(
             works.set()
     assert final[0].status == "COMPLETED"
     [exited] = [e for e in world.events() if isinstance(e, ev.AttemptExited)]
-    assert exited.tampered == ("exit_record",) and exited.output_tail == ""  # the runner's
+    assert exited.written_by_others == ("exit_record",) and exited.output_tail == ""  # the runner's
     assert world.integration_files()["a.txt"] == "A\n"
 
 

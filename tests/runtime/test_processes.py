@@ -30,6 +30,18 @@ async def test_a_command_gives_its_status_and_all_it_printed(tmp_path: Path) -> 
     assert (result.exit_code, result.output) == (3, "out\nerr\nx\n")
 
 
+async def test_a_check_s_output_has_the_secrets_of_its_environment_cut_out(
+    tmp_path: Path,
+) -> None:
+    env = {"DATABASE_URL": "postgres://u:PASSWORD1234@db/shop", "PATH": os.environ["PATH"]}
+    # Printed whole, then in pieces the shell puts together: a check's output is all one.
+    script = 'echo "$DATABASE_URL"; printf "%s" "postgres://u:"; echo "PASSWORD1234@db/shop ok"'
+
+    result = await run_shell(script, cwd=tmp_path, env=env)
+
+    assert result.output == "[redacted: DATABASE_URL]\n[redacted: DATABASE_URL] ok\n"
+
+
 async def test_a_command_over_its_timeout_ends_with_its_children_and_says_so(
     tmp_path: Path,
 ) -> None:

@@ -3,6 +3,7 @@ and tampering behind the store's back caught at its first bad seq."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -13,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.errors import LogVerificationError, OwnershipError, UsageError
+from orchestrator.core.canonical import canonical_json, chain_hash, envelope
+from orchestrator.errors import LogRewritten, LogVerificationError, OwnershipError, UsageError
 from orchestrator.store import DurableExecutionStore
 from orchestrator.store.base import ConcurrentUpdate, NewEvent, UnknownExecution
 from orchestrator.store.sql_store import SqlStore
@@ -399,3 +401,98 @@ def test_executions_are_listed_by_repository_with_those_of_none_in_each(store: S
     assert [r.execution_id for r in store.list_executions()] == ["01C", "01B", "01A"]
     row = store.get_execution("01B")
     assert row is not None and row.repository == "box:/b/.git"
+
+
+def _rewrite_and_rehash(backend: Backend, seq: int) -> tuple[int, str]:
+    """A past event changed and every hash from it on recomputed with kairo-orch's own
+    code, head included, as an attacker with the store's password would: the chain holds.
+    The head it leaves."""
+    with backend.tampering() as connection:
+        rows = connection.execute(
+            "SELECT seq, event_type, schema_version, payload_json, created_at"
+            " FROM kairo_execution_events WHERE execution_id = ? ORDER BY seq",
+            (EID,),
+        ).fetchall()
+        previous = None
+        for at, kind, version, text, created_at in rows:
+            payload = json.loads(text) | ({"forged": True} if at == seq else {})
+            value = envelope(
+                execution_id=EID, seq=at, event_type=kind, schema_version=version,
+                created_at=created_at, payload=payload,
+            )  # fmt: skip
+            previous = chain_hash(previous, value)
+            connection.execute(
+                "UPDATE kairo_execution_events SET payload_json = ?, event_hash = ?"
+                " WHERE execution_id = ? AND seq = ?",
+                (canonical_json(payload).decode(), previous, EID, at),
+            )
+        connection.execute(
+            "UPDATE kairo_executions SET head_hash = ? WHERE execution_id = ?", (previous, EID)
+        )
+    assert previous is not None
+    return len(rows) - 1, previous
+
+
+def _head(store: SqlStore) -> tuple[int, str]:
+    row = store.get_execution(EID)
+    assert row is not None
+    return row.head_seq, row.head_hash
+
+
+def test_an_append_after_its_writers_last_event_was_rewritten_is_refused(
+    store: SqlStore, backend: Backend
+) -> None:
+    store.create_execution(EID, "p", "RUNNING", plain("a", "b", "c"))
+    written = _head(store)
+    assert store.append(EID, plain("d"), written_head=written)  # its own head: appended
+    written = _head(store)
+    forged = _rewrite_and_rehash(backend, 1)
+    assert store.verify(EID) == forged  # the chain alone holds
+
+    with pytest.raises(LogRewritten) as caught:
+        store.append(EID, plain("e"), expected_version=1, written_head=written)
+
+    assert caught.value.bad_seq == 3
+    assert caught.value.what == "the event at seq 3 is not the one it wrote"
+    assert _head(store) == forged  # nothing appended on top
+    assert store.append(EID, plain("e"), written_head=forged)  # a writer of the new head may
+
+
+def test_a_head_changed_alone_and_events_forged_past_it_are_refused_too(
+    store: SqlStore, backend: Backend
+) -> None:
+    store.create_execution(EID, "p", "RUNNING", plain("a", "b"))
+    written = _head(store)
+    with backend.tampering() as connection:
+        connection.execute(
+            "UPDATE kairo_executions SET head_hash = 'x' WHERE execution_id = ?", (EID,)
+        )
+    with pytest.raises(LogRewritten, match="its head at seq 1 is not the one it wrote"):
+        store.append(EID, plain("c"), written_head=written)
+    with backend.tampering() as connection:
+        connection.execute(
+            "UPDATE kairo_executions SET head_hash = ? WHERE execution_id = ?", (written[1], EID)
+        )
+    other = backend.open()
+    other.append(EID, plain("c"))  # another writer, the version then put back
+    with backend.tampering() as connection:
+        connection.execute("UPDATE kairo_executions SET version = 0 WHERE execution_id = ?", (EID,))
+    with pytest.raises(LogRewritten, match="seq 2 to 2 follow the last event it wrote") as caught:
+        store.append(EID, plain("d"), expected_version=0, written_head=written)
+    assert caught.value.bad_seq == 2
+
+
+def test_a_takeover_is_not_taken_for_a_rewrite(store: SqlStore, backend: Backend) -> None:
+    """Another supervisor that took the execution over appends after the last event this
+    one wrote, and moves the version: that is `ConcurrentUpdate`, as it always was."""
+    store.create_execution(EID, "p", "RUNNING", plain("a"))
+    written = _head(store)
+    backend.open().append(EID, plain("b"), expected_version=0)
+    with pytest.raises(ConcurrentUpdate):
+        store.append(EID, plain("c"), expected_version=0, written_head=written)
+
+
+def test_event_hashes_are_those_stored(store: SqlStore) -> None:
+    sealed = store.create_execution(EID, "p", "RUNNING", plain("a", "b", "c"))
+    assert store.event_hashes(EID, 1, 5) == {e.seq: e.event_hash for e in sealed[1:]}
+    assert store.event_hashes(EID, 4, 5) == {}

@@ -22,7 +22,7 @@ def test_chain_separates_commands_and_escapes_their_arguments() -> None:
 
 def test_format_expanded_arguments_and_titles() -> None:
     assert layout.literal("#{pane_id} #x") == "##{pane_id} ##x"
-    assert layout.clean_title("a\tb\nc\x1b[0m ") == "a b c [0m"
+    assert layout.clean_title("a\tb\nc\x1b]2;x\x07\u202e ") == r"a\tb\nc\x1b]2;x\x07\u202e"
     assert layout.clean_title("\n") == "agent"
 
 

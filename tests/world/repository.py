@@ -206,8 +206,11 @@ class MemoryRepository:
         self.refs[ref] = self.commit(tree, (head,), message)
         return ref
 
-    async def reset_worktree(self, worktree: Path, commit: str, leave_out: Sequence[str]) -> None:
+    async def reset_worktree(
+        self, worktree: Path, commit: str, *, branch: str, leave_out: Sequence[str]
+    ) -> None:
         checkout = self.worktrees[worktree]
+        checkout.branch = branch
         kept = {p: t for p, t in checkout.files.items() if p in leave_out}
         self.refs[branch_ref(str(checkout.branch))] = commit
         checkout.files = {**self.tree_at(commit), **kept}
