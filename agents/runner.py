@@ -41,14 +41,13 @@ before the agent starts; what the agent prints of `redact` is cut out of its out
 pane, the log, the exit record's tail) as it streams (agents/redaction.py). A runner that
 finds no such file starts no agent (exit 126): another process took it.
 
-Everything the agent starts is held with it (agents/containment.py):
-in a cgroup v2 named `cgroup` below the runner's own, where one can be made and joined,
-and then `started_path` gives its path; otherwise by the runner as their subreaper. When
-the agent's own process exits, or the runner is signalled, all that is left of the attempt
-(its group, and whatever left the group) is sent SIGTERM, and what still runs after the
-grace SIGKILL; the exit record is written only once none of it runs: a worktree is
-committed and removed after the attempt, and nothing of the attempt may keep writing to
-it.
+Everything the agent starts is held with it (agents/containment.py): in a cgroup v2 named
+`cgroup` below the runner's own, where one can be made and joined, and then `started_path`
+gives its path; otherwise by the runner as their subreaper. When the agent's own process
+exits, or the runner is signalled, all that is left of the attempt (its group, and
+whatever left the group) is sent SIGTERM, and what still runs after the grace SIGKILL; the
+exit record is written only once none of it runs: a worktree is committed and removed
+after the attempt, and nothing of the attempt may keep writing to it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
 and sits in front of the agent's startup, 16 at once in a fan-out, on the cores that fill
