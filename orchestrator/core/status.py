@@ -96,10 +96,9 @@ def written_by_others(state: ExecutionState) -> list[str]:
     said = []
     for spec in state.plan.subtasks:
         for attempt in state.subtask(spec.id).attempts:
+            log = attempt_output(attempt.run_dir)
             said += [
-                f"{spec.id} attempt {attempt.number}: {_WRITTEN_BY_OTHERS[record]}".format(
-                    log=attempt_output(attempt.run_dir)
-                )
+                f"{spec.id} attempt {attempt.number}: " + _WRITTEN_BY_OTHERS[record].format(log=log)
                 for record in attempt.written_by_others
             ]
     return said
