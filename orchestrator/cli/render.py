@@ -158,6 +158,8 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         out.print(f"[yellow]the log holds a move it should not[/]: {as_markup(anomaly)}")
     for said in some_sentences(document.get("overlaps", [])):
         out.print(f"[yellow]overlap[/]: {as_markup(said)}")
+    for said in document.get("written_by_others", ()):
+        out.print(f"[red]written by another process[/]: {as_markup(said)}")
 
 
 def _print_table(out: Console, table: Table) -> None:

@@ -31,9 +31,11 @@ from orchestrator.core.upcasting import upcast
 #: 4: a name or text from git or an agent whose bytes are not UTF-8 is `{"base64": ...}`
 #:    (core/os_strings.py); nothing else changed, so no upcaster: a version 3 payload
 #:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
-SCHEMA_VERSION = 4
+#: 5: `attempt_exited` says which of the runner's records another process wrote.
+SCHEMA_VERSION = 5
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
+RunnerRecord = Literal["exit_record", "output_log"]
 
 
 class ExecutionCreated(EventModel):
@@ -132,6 +134,10 @@ class AttemptExited(EventModel):
     api_status: int | None = None  # the HTTP status of the last API error it met
     refusals: tuple[Refusal, ...] = ()
     summary: Printed = ""  # the agent's last message: its own account of the work
+    # The runner's records another process wrote while it ran (its run directory is the
+    # user's, which any agent may write): an exit record while the agent still ran (not
+    # taken as its exit), or the output log changed from what the runner wrote.
+    written_by_others: tuple[RunnerRecord, ...] = ()
 
 
 class VerifyFinished(EventModel):

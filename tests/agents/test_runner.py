@@ -18,6 +18,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agents.containment import own_cgroup
 from agents.runner import TAIL_BYTES, runner_argv
 from agents.runner_records import json_dumps, json_loads
 from orchestrator.tmux.server import TmuxServer
@@ -66,7 +67,7 @@ async def start(
     tmux: TmuxServer, tmp_path: Path, argv: list[str], name: str = "a", **extra: object
 ) -> Attempt:
     directory = tmp_path / name
-    directory.mkdir(exist_ok=True)  # made already for a credentials file
+    directory.mkdir(exist_ok=True)  # made already for a credentials file, or a planted link
     spec = {
         "argv": argv,
         "cwd": str(tmp_path),
@@ -330,6 +331,90 @@ async def test_nothing_of_the_group_outlives_the_agent(tmux: TmuxServer, tmp_pat
     assert record["exit_code"] == 0 and not record["killed"]
     assert trio.current_time() - start_time < 3  # SIGTERM was enough: no grace spent
     assert process_gone(int((tmp_path / "gc.pid").read_text()))
+
+
+# Leaves what no process group holds: a `setsid` child, and a daemon forked twice that
+# ignores SIGTERM and closed the output pipe (so nothing waits for it), each pid written.
+LEAVES_BEHIND = sh(
+    "setsid sleep 60 & echo $! > setsid.tmp; mv setsid.tmp setsid.pid; "
+    '(setsid sh -c \'trap "" TERM; echo $$ > daemon.tmp; mv daemon.tmp daemon.pid; '
+    "while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &); "
+    "while [ ! -e daemon.pid ]; do sleep 0.02; done; echo left"
+)
+
+
+def cgroups_here() -> bool:
+    """Whether this user may make a cgroup below its own, as the runner does."""
+    own = own_cgroup()
+    return own is not None and os.access(own, os.W_OK) and os.access(f"{own}/cgroup.procs", os.W_OK)
+
+
+@pytest.mark.parametrize("held_by", ["cgroup", "subreaper", "subreaper-no-cgroup-to-make"])
+async def test_nothing_the_agent_started_outlives_it(
+    tmux: TmuxServer, tmp_path: Path, held_by: str
+) -> None:
+    if held_by == "cgroup" and not cgroups_here():
+        pytest.skip("no cgroup v2 this user may write here: the subreaper ones cover it")
+    name = {
+        "cgroup": f"kairo-attempt.test{os.getpid()}.a.1",
+        "subreaper": None,
+        # A name no cgroup can have: the runner falls back, as where cgroups are not ours.
+        "subreaper-no-cgroup-to-make": "no/such/cgroup",
+    }[held_by]
+    extra = {"cgroup": name} if name else {}
+    attempt = await start(tmux, tmp_path, LEAVES_BEHIND, grace_seconds=0.3, **extra)
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 0 and record["output_tail"] == "left\n"
+    for left in ("setsid.pid", "daemon.pid"):
+        # Gone when the record is written: no wait for it.
+        assert process_gone(int((tmp_path / left).read_text())), left
+    cgroup = attempt.read("started.json")["cgroup"]
+    if held_by == "cgroup":
+        assert cgroup == f"{own_cgroup()}/{name}"
+        assert not await trio.Path(cgroup).exists()  # removed, once empty
+    else:
+        assert cgroup is None
+
+
+async def test_the_exit_record_says_what_the_runner_wrote_to_the_log(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    attempt = await start(tmux, tmp_path, sh("for i in 1 2 3; do echo line $i é; done"))
+
+    record = await attempt.wait_exit(tmux)
+
+    log = (attempt.directory / "output.log").read_bytes()
+    assert record["output_bytes"] == len(log) > 0
+    assert record["output_sha256"] == hashlib.sha256(log).hexdigest()
+
+
+async def test_records_and_log_are_not_written_through_links_planted_for_them(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    directory = tmp_path / "a"
+    directory.mkdir()
+    (directory / "output.log").symlink_to(mine)
+    (directory / "exit.json").write_text('{"exit_code": 0, "output_tail": "planted"}')
+    release = tmp_path / "release"
+    attempt = await start(
+        tmux, tmp_path, sh(f"echo words; while [ ! -e {release} ]; do sleep 0.02; done")
+    )
+    pid = (await attempt.wait_started())["pid"]
+    assert not (directory / "exit.json").exists()  # a record planted before it is no record
+    # Where it will write its record next: the planted link is unlinked, not followed.
+    (directory / f".exit.json.{pid}.tmp").symlink_to(mine)
+
+    release.touch()
+    record = await attempt.wait_exit(tmux)
+
+    assert mine.read_text() == "the user's\n"
+    assert record["output_tail"] == "words\n"
+    assert attempt.log == "words\n" and not (directory / "output.log").is_symlink()
+    assert not (directory / f".exit.json.{pid}.tmp").exists()
 
 
 async def test_runner_argv_ignores_an_agents_package_in_the_worktree(

@@ -149,6 +149,23 @@ def test_once_its_runner_ended_an_attempt_s_files_hold_no_secret(tmp_path: Path)
     assert not files.credentials.exists()
 
 
+def test_a_scrub_writes_nothing_through_a_link_planted_at_its_temporary_file(
+    tmp_path: Path,
+) -> None:
+    files = RunFiles(tmp_path / "run")
+    files.directory.mkdir()
+    files.output.write_text(f"the key: {KEY}\n")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    # Where the scrub writes the log anew: an agent's link, which O_TRUNC would follow.
+    (files.directory / ".output.log.scrubbed").symlink_to(mine)
+
+    scrub(files, [("API_KEY", KEY)])
+
+    assert mine.read_text() == "the user's\n"
+    assert files.output.read_text() == "the key: [redacted: API_KEY]\n"
+
+
 def test_the_local_sandbox_runs_the_agent_as_it_is() -> None:
     place = AgentPlace(Path("/w"), Path("/r"), Path("/g"))
     assert LocalSandbox().wrap(["claude", "-p"], place) == ["claude", "-p"]
