@@ -7,27 +7,47 @@ runner is: it starts the agent, tees its output to the pane and to a log, and wr
 small JSON files atomically, which are the durable truth about the attempt:
 
     started_path  {"pid": runner pid, "agent_pid": int|null, "pgid": int|null,
-                   "pane_id": "%3"|null, "started_at": iso}
+                   "cgroup": path|null, "pane_id": "%3"|null, "started_at": iso}
     exit_path     {"exit_code": int, "signal": int|null, "runner_signal": int|null,
-                   "killed": bool, "ended_at": iso, "output_tail": str}
+                   "killed": bool, "ended_at": iso, "output_tail": str,
+                   "output_bytes": int|null, "output_sha256": hex|null}
 
 then wakes the supervisor with `tmux wait-for -S CHANNEL` (a hint only: the supervisor also
 polls) and prints a one-line footer. `exit_code` follows the shell: 128+N for a death by
 signal N, 127 when the program does not exist, 126 when it cannot be started. `signal` is
 N; `runner_signal` is the SIGTERM/SIGHUP/SIGINT the runner got, if any (the attempt was
 stopped rather than failing on its own); `killed` says the group had to be SIGKILLed.
+`output_bytes` and `output_sha256` are of what the runner wrote to the output log (null
+where it could not keep one): the supervisor tells by them a log someone else changed.
+An exit record found at the start (planted, or stale) is removed first: the runner's is
+the only one there may be once it has started.
 
 The spec (written by the supervisor; keys marked ? are optional):
 
     {"argv": [str, ...], "cwd": str, "env": {str: str}, "output_log": str,
      "started_path": str, "exit_path": str, "tmux_socket": str|null,
-     "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float}
+     "wake_channel": str|null, "title": str, "tmux_bin"?: str, "grace_seconds"?: float,
+     "credentials_path"?: str, "cgroup"?: str}
 
-The agent gets exactly `env` (the supervisor's, not the pane's, which is the tmux
-server's), runs in `cwd` in a new session, so its process group can be signalled as one,
-and its stdin is /dev/null. When the agent's own process exits, whatever is left of its
-group is sent SIGTERM and then SIGKILL too: a worktree is committed and removed after the
-attempt, and nothing of the attempt may keep writing to it.
+The agent gets exactly `env` (the supervisor's choice, not the pane's, which is the tmux
+server's) and the variables of its credentials file, runs in `cwd` in a new session, so
+its process group can be signalled as one, and its stdin is /dev/null. The spec holds no
+secret: the agent's own (its API key, what the plan passes it) are in the credentials file
+
+    {"env": {str: str}, "redact": [[name, value], ...]}
+
+which the supervisor writes for this runner alone and the runner removes as it reads it,
+before the agent starts; what the agent prints of `redact` is cut out of its output (the
+pane, the log, the exit record's tail) as it streams (agents/redaction.py). A runner that
+finds no such file starts no agent (exit 126): another process took it.
+
+Everything the agent starts is held with it (agents/containment.py): in a cgroup v2 named
+`cgroup` below the runner's own, where one can be made and joined, and then `started_path`
+gives its path; otherwise by the runner as their subreaper. When the agent's own process
+exits, or the runner is signalled, all that is left of the attempt (its group, and
+whatever left the group) is sent SIGTERM, and what still runs after the grace SIGKILL; the
+exit record is written only once none of it runs: a worktree is committed and removed
+after the attempt, and nothing of the attempt may keep writing to it.
 
 Standard library only, and nothing imported that is not used: this starts once per attempt
 and sits in front of the agent's startup, 16 at once in a fan-out, on the cores that fill
@@ -39,7 +59,7 @@ behind the code").
 
 # pathlib would be a visible part of the runner's startup; os.path is free. contextlib likewise
 # (collections, functools); a try/except-pass is free:
-# ruff: noqa: PTH100, PTH113, PTH118, PTH120, SIM105
+# ruff: noqa: PTH100, PTH108, PTH113, PTH118, PTH120, SIM105
 
 from __future__ import annotations
 
@@ -49,11 +69,14 @@ import select
 import sys
 import time
 
-from agents.runner_records import PRIVATE, json_loads, write_all, write_json_atomic
+from agents.containment import Cgroup, Subreaper, become_subreaper, own_cgroup
+from agents.redaction import StreamRedactor
+from agents.runner_records import create_new, json_loads, write_all, write_json_atomic
 
 TYPE_CHECKING = False  # the `typing` import costs ~2 ms, a seventh of the runner's startup
 if TYPE_CHECKING:
     import signal  # for mypy, which knows no `_signal`: the same functions and numbers
+    from _hashlib import HASH  # for mypy, which knows neither `_sha256` nor `_sha2`
     from typing import NotRequired, TypedDict
 
     class RunnerSpec(TypedDict):
@@ -68,6 +91,8 @@ if TYPE_CHECKING:
         title: str
         tmux_bin: NotRequired[str]
         grace_seconds: NotRequired[float]
+        credentials_path: NotRequired[str]
+        cgroup: NotRequired[str]
 
 else:
     import _signal as signal  # signal's C half, without its IntEnums (and `enum`)
@@ -78,7 +103,12 @@ GRACE_SECONDS = 5.0
 # After SIGKILL, how long to keep copying output that is still buffered in the pipe; a
 # process outside the group (one that called setsid) may hold it open for ever.
 DRAIN_SECONDS = 0.5
+# How often to look whether what the agent left has ended: nothing wakes the runner for it.
+LEFT_POLL_SECONDS = 0.05
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+#: In the command line of every runner (`runner_argv`), which tells the supervisor a runner
+#: from the other processes (runtime/attempts.py).
+RUNNER_MAIN = "from agents.runner import main"
 _REQUIRED = {
     "argv": list,
     "cwd": str,
@@ -100,10 +130,7 @@ def runner_argv(spec_path: str, *, python: str = sys.executable) -> list[str]:
     used, not compiled anew.
     """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    bootstrap = (
-        f"import sys; sys.path.insert(0, {root!r}); "
-        "from agents.runner import main; sys.exit(main())"
-    )
+    bootstrap = f"import sys; sys.path.insert(0, {root!r}); {RUNNER_MAIN}; sys.exit(main())"
     return [python, "-I", "-S", "-c", bootstrap, spec_path]
 
 
@@ -130,32 +157,59 @@ def _now() -> str:
 
 
 class _Tee:
-    """Copies agent output to the pane and the log, keeping the last TAIL_BYTES."""
+    """Copies agent output to the pane and the log, keeping the last TAIL_BYTES, and the
+    length and SHA-256 of what went to the log (`digest` once `start_digest` was called)."""
 
     def __init__(self, log_path: str) -> None:
         self.tail = bytearray()
         self.pane_fd: int | None = 1
         self.log_fd: int | None = None
+        self.logged = 0
+        self.digest: HASH | None = None
+        self.redactor: StreamRedactor | None = None  # once the agent has credentials
         try:
-            self.log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
+            # A new file, never one planted in its place (or a link through which we
+            # would write someone else's).
+            self.log_fd = create_new(log_path)
         except OSError as exc:  # the attempt still runs; its tail says why there is no log
             self.write(f"kairo runner: cannot open the output log: {exc}\n".encode())
 
+    def start_digest(self) -> None:
+        """Hashes what is logged from now on: after the agent started, off the path to it
+        (the hash's module is a little of the runner's start)."""
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12 on
+        except ImportError:
+            from _sha256 import sha256  # type: ignore[import-not-found]
+        self.digest = sha256()
+
     def write(self, data: bytes) -> None:
+        self._copy(data if self.redactor is None else self.redactor.feed(data))
+
+    def _copy(self, data: bytes) -> None:
         self.tail += data
         if len(self.tail) > 2 * TAIL_BYTES:
             del self.tail[:-TAIL_BYTES]
         # Unbuffered writes: each chunk is in the log as soon as the agent wrote it. A pane
         # that was closed (EIO) or a full disk must not stop the attempt, only the copy.
-        for attr in ("pane_fd", "log_fd"):
-            fd = getattr(self, attr)
+        if self.pane_fd is not None:
             try:
-                if fd is not None:
-                    write_all(fd, data)
+                write_all(self.pane_fd, data)
             except OSError:
-                setattr(self, attr, None)
+                self.pane_fd = None
+        if self.log_fd is not None:
+            try:
+                write_all(self.log_fd, data)
+            except OSError:  # how much went in is unknown: no digest to tell it by
+                self.log_fd, self.digest = None, None
+                return
+            self.logged += len(data)
+            if self.digest is not None:
+                self.digest.update(data)
 
     def close(self) -> None:
+        if self.redactor is not None:  # the end of the stream: nothing held back is a secret
+            self._copy(self.redactor.flush())
         if self.log_fd is not None:
             try:
                 os.fsync(self.log_fd)
@@ -169,6 +223,48 @@ class _Tee:
             tail = tail[1:]
         return tail.decode("utf-8", "replace")
 
+    def log_record(self) -> dict[str, object]:
+        """What an exit record says of the log: null where the runner kept none whole."""
+        whole = self.log_fd is not None and self.digest is not None
+        return {
+            "output_bytes": self.logged if whole else None,
+            "output_sha256": self.digest.hexdigest() if self.digest is not None and whole else None,
+        }
+
+
+class _NoCredentials(Exception):
+    """The agent's credentials file was not there to take, or not whole."""
+
+
+def _take_credentials(path: str | None, tee: _Tee) -> dict[str, str]:
+    """The variables only this agent may have (its API key, what the plan passes it), from
+    the file the supervisor wrote for this runner: removed as it is read, so that no file
+    keeps them; from now on, what the agent prints of them is cut out of its output."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as credentials:
+            os.unlink(path)
+            raw = json_loads(credentials.read())
+    except (OSError, ValueError) as exc:
+        raise _NoCredentials(f"its credentials are not in {path} ({exc})") from None
+    try:
+        env, redact = raw["env"], raw["redact"]  # type: ignore[index]
+        secrets = [(str(name), value.encode()) for name, value in redact]
+        given = _variables(env)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise _NoCredentials(f"its credentials file {path} is malformed ({exc!r})") from None
+    tee.redactor = StreamRedactor(secrets)
+    return given
+
+
+def _variables(found: object) -> dict[str, str]:
+    if not isinstance(found, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in found.items()
+    ):
+        raise TypeError("not a map of names to values")
+    return found
+
 
 def _killpg(pgid: int, sig: int) -> None:
     # Either error means the group is gone (macOS answers EPERM for a group of zombies).
@@ -176,6 +272,65 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class _Held:
+    """All the processes of the attempt: the agent's group, and what its cgroup or its
+    subreaper (the runner) holds besides (agents/containment.py)."""
+
+    def __init__(self, cgroup_name: str | None) -> None:
+        self.cgroup: Cgroup | None = None
+        self.subreaper: Subreaper | None = None
+        self._home: Cgroup | None = None
+        parent = own_cgroup() if cgroup_name else None
+        if parent is not None and cgroup_name is not None:
+            try:
+                cgroup = Cgroup.make(parent, cgroup_name)
+            except OSError:  # not ours to write: a user without delegated cgroups
+                cgroup = None
+            if cgroup is not None:
+                try:  # by the runner, so that the agent is in it from its first instant
+                    cgroup.add()
+                    self.cgroup, self._home = cgroup, Cgroup(parent)
+                except OSError:  # made, but not to be joined (controllers enabled above)
+                    cgroup.end()
+        if self.cgroup is None and become_subreaper():
+            self.subreaper = Subreaper()
+
+    def step_out(self) -> None:
+        """The runner leaves the cgroup it shared with the agent only until the agent was
+        started: ending the cgroup (`cgroup.kill`) ends the attempt, not the runner."""
+        if self.cgroup is not None and self._home is not None:
+            try:
+                self._home.add()
+            except OSError:  # it may not leave: ending the cgroup would end the runner too
+                self.cgroup = None
+
+    def signal(self, agent: int, sig: int) -> None:
+        _killpg(agent, sig)
+        if self.cgroup is not None:
+            self.cgroup.signal(sig)
+        elif self.subreaper is not None:
+            self.subreaper.signal(sig)
+
+    def others_run(self, agent: int) -> bool:
+        """Whether anything of the attempt but the agent, which has exited, still runs."""
+        if self.cgroup is not None:
+            return self.cgroup.populated()
+        return self.subreaper is not None and self.subreaper.populated(agent)
+
+    def reap(self, agent: int) -> None:
+        if self.subreaper is not None:
+            self.subreaper.reap(agent)
+
+    def end(self, agent: int | None) -> None:
+        """SIGKILL to whatever of the attempt is left, and its cgroup removed (`agent`: the
+        agent's pid, or None where none was started)."""
+        if self.cgroup is not None:
+            self.cgroup.end()
+        elif self.subreaper is not None and agent is not None:
+            _killpg(agent, signal.SIGKILL)
+            self.subreaper.end(agent)
 
 
 class _State:
@@ -245,8 +400,11 @@ def _find_program(name: str, env: dict[str, str]) -> str:
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
-def _supervise(pid: int, out_fd: int | None, tee: _Tee, wake_r: int, grace: float) -> bool:
-    """Copy output until the agent and its group are done; return whether SIGKILL was needed.
+def _supervise(
+    pid: int, out_fd: int | None, tee: _Tee, wake_r: int, grace: float, held: _Held
+) -> bool:
+    """Copy output until the agent and all it started are done; return whether SIGKILL was
+    needed.
 
     The agent is left unreaped (waitid WNOWAIT) until the end, so that its pid, which is the
     group id, cannot be reused by an unrelated process while we still signal the group.
@@ -259,23 +417,30 @@ def _supervise(pid: int, out_fd: int | None, tee: _Tee, wake_r: int, grace: floa
         if not exited:
             exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         if term_at is None and (exited or _State.stop_signal is not None):
-            _killpg(pid, signal.SIGTERM)
+            held.signal(pid, signal.SIGTERM)
             term_at = now
         if term_at is not None and kill_at is None and now >= term_at + grace:
-            _killpg(pid, signal.SIGKILL)
+            held.signal(pid, signal.SIGKILL)
             kill_at = now
-        # Done once the agent exited and nobody holds the pipe open (EOF), or after SIGKILL
-        # plus a short drain.
-        if exited and (out_fd is None or (kill_at is not None and now >= kill_at + DRAIN_SECONDS)):
+        # Done once the agent exited, nobody holds the pipe open (EOF) and nothing else of
+        # the attempt runs; or after SIGKILL plus a short drain.
+        if exited and kill_at is not None and now >= kill_at + DRAIN_SECONDS:
+            return True
+        left = exited and out_fd is None and held.others_run(pid)
+        if exited and out_fd is None and not left:
             return kill_at is not None
         deadline = term_at + grace if kill_at is None and term_at is not None else None
         if kill_at is not None:
             deadline = kill_at + DRAIN_SECONDS
+        if left:  # nothing wakes us when they end: look again soon
+            soon = now + LEFT_POLL_SECONDS
+            deadline = soon if deadline is None else min(deadline, soon)
         timeout = None if deadline is None else max(0.0, deadline - now)
         fds = [wake_r] if out_fd is None else [wake_r, out_fd]
         ready, _, _ = select.select(fds, [], [], timeout)
         if wake_r in ready:
             os.read(wake_r, 512)  # SIGCHLD or a stop signal: the checks above run again
+            held.reap(pid)
         if out_fd is not None and out_fd in ready:
             chunk = os.read(out_fd, 65536)
             if chunk:
@@ -295,25 +460,38 @@ def run(spec: RunnerSpec) -> int:
     # A Python-level handler is what makes SIGCHLD write to the wakeup fd.
     signal.signal(signal.SIGCHLD, lambda _s, _f: None)
 
+    try:  # an exit record there already is none of this runner's, which is the only one
+        os.unlink(spec["exit_path"])
+    except FileNotFoundError:
+        pass
     tee = _Tee(spec["output_log"])
+    held = _Held(spec.get("cgroup"))
     started: dict[str, object] = {"pid": os.getpid(), "agent_pid": None, "pgid": None}
     started["pane_id"] = os.environ.get("TMUX_PANE")
     killed = False
     code: int
     sig: int | None = None
     try:
-        pid, out_fd = _spawn(spec["argv"], spec["cwd"], spec["env"])
-    except OSError as exc:
+        env = {**spec["env"], **_take_credentials(spec.get("credentials_path"), tee)}
+        pid, out_fd = _spawn(spec["argv"], spec["cwd"], env)
+    except (OSError, _NoCredentials) as exc:
+        held.step_out()
+        held.end(None)  # its cgroup, empty
+        tee.start_digest()
         tee.write(f"kairo runner: cannot start {spec['argv'][0]!r}: {exc}\n".encode())
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+        write_json_atomic(spec["started_path"], {**started, "cgroup": None, "started_at": _now()})
     else:
+        held.step_out()
         started.update(agent_pid=pid, pgid=pid)
+        started["cgroup"] = held.cgroup.path if held.cgroup is not None else None
         write_json_atomic(spec["started_path"], {**started, "started_at": _now()})
+        tee.start_digest()
         if tee.pane_fd is not None:  # so that a quiet agent's pane says what it waits on
             _to_pane(tee.pane_fd, f"[kairo] {spec['title']}: {_command_line(spec['argv'])}\n")
         grace = float(spec.get("grace_seconds", GRACE_SECONDS))
-        killed = _supervise(pid, out_fd, tee, wake_r, grace)
+        killed = _supervise(pid, out_fd, tee, wake_r, grace, held)
+        held.end(pid)  # whatever is left, before the record says the attempt is over
         returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         code, sig = (128 - returncode, -returncode) if returncode < 0 else (returncode, None)
     tee.close()
@@ -326,6 +504,7 @@ def run(spec: RunnerSpec) -> int:
             "killed": killed,
             "ended_at": _now(),
             "output_tail": tee.text(),
+            **tee.log_record(),
         },
     )
     how = f"killed by {_signal_name(sig)} (exit {code})" if sig else f"exited {code}"

@@ -14,7 +14,7 @@ from _json import encode_basestring_ascii as _quoted  # json's C half, which jso
 from _json import make_scanner as _make_scanner
 
 # pathlib would be a visible part of the runner's startup; os.path is free.
-# ruff: noqa: PTH100, PTH105, PTH118, PTH119, PTH120
+# ruff: noqa: PTH100, PTH105, PTH108, PTH118, PTH119, PTH120
 
 PRIVATE = 0o600  # an agent's output may well print the secrets its environment holds
 
@@ -60,11 +60,17 @@ def _json_value(value: object) -> str:
 
 def write_json_atomic(path: str, record: dict[str, object]) -> None:
     """Replace `path` with `record` so that a reader sees the old file or the whole new one,
-    even across a power cut: write a temporary file, fsync, rename, fsync the directory."""
+    even across a power cut: write a temporary file, fsync, rename, fsync the directory.
+
+    Nothing planted in the directory is written through: the temporary file is made anew
+    (`O_EXCL`, never a symbolic link followed: one found in its place, or a hard link to
+    someone's file, is unlinked first), and the rename replaces whatever `path` is, a link
+    included, without following it.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     data = json_dumps(record).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
+    fd = create_new(tmp)
     try:
         write_all(fd, data)
         os.fsync(fd)
@@ -76,6 +82,17 @@ def write_json_atomic(path: str, record: dict[str, object]) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def create_new(path: str) -> int:
+    """A new private file at `path`, open for writing: whatever was there before (a file, a
+    symbolic or hard link someone planted) unlinked, never written through."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, PRIVATE)
+    except FileExistsError:
+        os.unlink(path)  # a link's own name goes, not what it points at
+        return os.open(path, flags, PRIVATE)
 
 
 def write_all(fd: int, data: bytes) -> None:

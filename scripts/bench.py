@@ -440,6 +440,11 @@ class Lab:
             kill(pid)
         for session in self._sessions(repo):
             self.tmux("kill-session", "-t", f"={session}")
+        # Its runners were killed with their agents: their cgroups, empty, are left.
+        from orchestrator.runtime.cgroups import end_cgroups_of
+
+        for execution in self.execution_dirs(repo):
+            end_cgroups_of(execution.name)
 
     # -- the supervisor
 

@@ -30,6 +30,7 @@ from orchestrator.errors import OwnershipError, StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, rev_parse
 from orchestrator.git.user_state import drop_refs
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.cgroups import end_cgroups_of
 from orchestrator.runtime.edges import integration_checkout
 from orchestrator.runtime.leftovers import (
     Leftovers,
@@ -172,6 +173,10 @@ def _spares_removed(root: Path) -> tuple[Cleaned, ...]:
 
 async def _clean(project: Project, state: ExecutionState, force: bool) -> list[Cleaned]:
     root = project.paths.toplevel
+    # First what still runs of its attempts and checks (a supervisor killed, a runner
+    # killed with it): nothing may write into a worktree while it is looked at or removed.
+    ended = await trio.to_thread.run_sync(end_cgroups_of, state.execution_id)
+    cleaned: list[Cleaned] = [Removed("cgroup", str(path)) for path in ended]
     integration = state.created.integration_branch
     integration_head = (
         await rev_parse(root, branch_ref(integration))
@@ -192,7 +197,7 @@ async def _clean(project: Project, state: ExecutionState, force: bool) -> list[C
             branches[view.branch] = Path(view.worktree) if view.worktree else None
     # A branch still at (or behind) the base holds no work either.
     holders = [state.created.base_commit, *([integration_head] if integration_head else [])]
-    steps = await remove_subtask_branches(root, branches, holders, force=force)
+    steps = [*cleaned, *await remove_subtask_branches(root, branches, holders, force=force)]
     checkout = integration_checkout(state)
     provider = LocalWorktreeProvider(root)
     if await provider.exists(checkout):

@@ -159,6 +159,8 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         out.print(f"[yellow]the log holds a move it should not[/]: {as_markup(anomaly)}")
     for said in some_sentences(document.get("overlaps", [])):
         out.print(f"[yellow]overlap[/]: {as_markup(said)}")
+    for said in document.get("written_by_others", ()):
+        out.print(f"[red]written by another process[/]: {as_markup(said)}")
     breaches = document.get("breaches", ())
     for item in breaches:
         out.print(f"[red]changed[/]: {as_markup(item['sentence'])}; {as_markup(item['restore'])}")

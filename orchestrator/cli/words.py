@@ -140,6 +140,8 @@ def stop_recorded(stop: StopRecorded) -> str:
 
 def cleaned(step: Cleaned) -> str:
     match step:
+        case Removed(kind="cgroup", name=name):
+            return f"ended what still ran in cgroup {name}, and removed it"
         case Removed(kind="tmux_session", name=name):
             return f"killed tmux session {name}"
         case Removed(kind="worktree", name=name):

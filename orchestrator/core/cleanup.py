@@ -6,14 +6,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 RemovedKind = Literal[
-    "tmux_session", "worktree", "branch", "integration_checkout", "integration_branch", "guard_refs"
+    "cgroup",
+    "tmux_session",
+    "worktree",
+    "branch",
+    "integration_checkout",
+    "integration_branch",
+    "guard_refs",
 ]
 
 
 @dataclass(frozen=True)
 class Removed:
     kind: RemovedKind
-    name: str  # the session, the path, the branch
+    name: str  # the session, the path (a cgroup's too), the branch
     #: A branch of unmerged work (`--force`): its head, which brings it back for a while.
     unmerged_head: str | None = None
     #: An integration branch: the user's branch its head is on; None: nothing was merged.

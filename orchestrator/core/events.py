@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from orchestrator.core.event_base import EventModel
+from orchestrator.core.event_base import EventModel, MaybePrinted, Printed
 from orchestrator.core.guard import GuardBreached as GuardBreached
 from orchestrator.core.guard import GuardRecorded as GuardRecorded
 from orchestrator.core.merge_events import Conflict as Conflict
@@ -33,10 +33,12 @@ from orchestrator.core.upcasting import upcast
 #: 4: a name or text from git or an agent whose bytes are not UTF-8 is `{"base64": ...}`
 #:    (core/os_strings.py); nothing else changed, so no upcaster: a version 3 payload
 #:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
-#: 5: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
-SCHEMA_VERSION = 5
+#: 5: `attempt_exited` says which of the runner's records another process wrote.
+#: 6: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
+SCHEMA_VERSION = 6
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
+RunnerRecord = Literal["exit_record", "output_log"]
 
 
 class ExecutionCreated(EventModel):
@@ -111,8 +113,8 @@ class Refusal(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tool: OsStr  # "Edit", "Bash", ...
-    target: OsStr  # the file edited, the command run
-    message: OsStr = ""  # what the program told the model
+    target: Printed  # the file edited, the command run
+    message: Printed = ""  # what the program told the model
 
 
 class AttemptExited(EventModel):
@@ -120,7 +122,7 @@ class AttemptExited(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
     tokens: int = 0  # from the attempt's usage file, input and output summed
     input_tokens: int = 0  # of which input (fresh, or written to a cache) ...
     output_tokens: int = 0  # ... and output
@@ -129,12 +131,16 @@ class AttemptExited(EventModel):
     # How the agent program said its run ended, from its usage line (agents/usage.py):
     # e.g. "success", "error_max_turns", "truncated", "server_error", "token_budget";
     # None when it says nothing.
-    result: OsStr | None = None
+    result: MaybePrinted = None
     is_error: bool = False  # it said the run went wrong, whatever its exit status
     api_retries: int = 0  # requests the program retried (429, 529, 5xx)
     api_status: int | None = None  # the HTTP status of the last API error it met
     refusals: tuple[Refusal, ...] = ()
-    summary: OsStr = ""  # the agent's last message: its own account of the work
+    summary: Printed = ""  # the agent's last message: its own account of the work
+    # The runner's records another process wrote while it ran (its run directory is the
+    # user's, which any agent may write): an exit record while the agent still ran (not
+    # taken as its exit), or the output log changed from what the runner wrote.
+    written_by_others: tuple[RunnerRecord, ...] = ()
 
 
 class VerifyFinished(EventModel):
@@ -144,7 +150,7 @@ class VerifyFinished(EventModel):
     subtask_id: str
     attempt: int
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
 
 
 class AttemptInterrupted(EventModel):
@@ -199,7 +205,7 @@ class AttemptJudged(EventModel):
     attempt: int
     accepted: bool
     reason: Reason | None = None  # why it was not accepted
-    feedback: OsStr = ""  # for the next attempt: what failed and where
+    feedback: Printed = ""  # for the next attempt: what failed and where
     final: bool = True  # False: another attempt follows (if the constraints allow)
 
 
@@ -226,7 +232,7 @@ class IntegrationVerified(EventModel):
     subtask_id: str
     merge_commit: str
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
     restored_commit: str | None = None  # set when the merge was undone
 
 
@@ -311,7 +317,7 @@ class ReviewStepFinished(EventModel):
     type: Literal["review_step_finished"] = "review_step_finished"
     step: ReviewStep
     exit_code: int | None  # None: not run, or its outcome is unknown (see output_tail)
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
 
 
 class ExecutionEnded(EventModel):

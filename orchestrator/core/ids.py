@@ -91,3 +91,38 @@ OUTPUT_LOG = "output.log"
 
 def attempt_output(run_dir: str) -> str:
     return f"{run_dir.rstrip('/')}/{OUTPUT_LOG}"
+
+
+#: Every cgroup kairo-orch makes starts so (agents/containment.py): an attempt's, below its
+#: runner's own, and a check's, below the supervisor's; found by it at `resume` and `clean`.
+CGROUP_PREFIX = "kairo-"
+_ATTEMPT_CGROUP = "kairo-attempt"
+_CHECK_CGROUP = "kairo-check"
+
+
+def attempt_cgroup(execution_id: str, subtask_id: str, attempt: int) -> str:
+    """The name of the cgroup that holds every process of one attempt."""
+    return f"{_ATTEMPT_CGROUP}.{execution_id.lower()}.{subtask_id}.{attempt}"
+
+
+def check_cgroup(execution_id: str, check: str, token: str) -> str:
+    """The name of the cgroup of one run of a check (`verify`, `integration_verify`,
+    `setup`); `token` tells runs of one check apart."""
+    return f"{_CHECK_CGROUP}.{execution_id.lower()}.{check}.{token}"
+
+
+def cgroup_of_execution(name: str, execution: str) -> bool:
+    """Whether the cgroup `name` is one of the execution `execution` (its id, or its short
+    id: the id's tail)."""
+    kind, _, rest = name.partition(".")
+    named = rest.partition(".")[0]
+    return kind in (_ATTEMPT_CGROUP, _CHECK_CGROUP) and named.endswith(execution.lower())
+
+
+def cgroup_attempt(name: str) -> tuple[str, int] | None:
+    """The subtask and attempt an attempt's cgroup is named after (None for a check's)."""
+    kind, _, rest = name.partition(".")
+    subtask, _, number = rest.partition(".")[2].rpartition(".")
+    if kind != _ATTEMPT_CGROUP or not number.isdigit() or not ID_PATTERN.match(subtask):
+        return None
+    return subtask, int(number)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.core.event_base import EventModel
+from orchestrator.core.event_base import EventModel, Printed, PrintedLines
 from orchestrator.core.os_strings import OsStr
 from orchestrator.core.reasons import Reason
 
@@ -19,7 +19,7 @@ class Conflict(BaseModel):
     path: OsStr
     kind: OsStr
     with_: tuple[str, ...] = Field(default=(), alias="with")
-    message: OsStr = ""
+    message: Printed = ""
 
     def document(self) -> dict[str, Any]:
         """As `status --json` and `report --json` show it. Its path stays a str, however
@@ -41,7 +41,7 @@ class DroppedHunk(BaseModel):
     side: Literal["ours", "theirs"]  # the subtask's branch, or the integration branch
     start: int  # the lines it added, 1-based, in that side's version of the file
     end: int
-    lines: tuple[OsStr, ...] = ()  # the first of them, as evidence
+    lines: PrintedLines = ()  # the first of them, as evidence
 
     @property
     def label(self) -> str:
@@ -59,8 +59,8 @@ class ResolutionCheck(BaseModel):
     merge_missing: bool = False  # the merge was aborted, or never made: no second parent
     dropped: tuple[DroppedHunk, ...] = ()
     unexplained: tuple[OsStr, ...] = ()  # labels of dropped hunks the agent did not explain
-    explanation: OsStr = ""  # the agent's file naming the hunks it dropped, and why
-    diff: OsStr = ""  # the integration head against the resolution, on the conflicted paths
+    explanation: Printed = ""  # the agent's file naming the hunks it dropped, and why
+    diff: Printed = ""  # the integration head against the resolution, on the conflicted paths
 
 
 class IntegrationChecked(EventModel):
@@ -72,7 +72,7 @@ class IntegrationChecked(EventModel):
     subtask_ids: tuple[str, ...]  # in merge order, from the first merge not yet checked
     merge_commit: str  # the merge of subtask_ids[-1]: the commit checked
     exit_code: int
-    output_tail: OsStr = ""
+    output_tail: Printed = ""
 
 
 class MergesUndone(EventModel):

@@ -13,7 +13,7 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.core.os_strings import OsStr
+from orchestrator.core.event_base import Printed
 
 
 class ReasonCode(enum.StrEnum):
@@ -50,7 +50,7 @@ class Reason(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     code: ReasonCode
-    detail: OsStr = ""
+    detail: Printed = ""  # may quote a check's output (a setup's last line)
 
 
 def sentence(reason: Reason) -> str:

@@ -12,13 +12,12 @@ from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
 from orchestrator.core.guard import NOTHING_RESTORED, breach_documents, breach_lines
-from orchestrator.core.ids import attempt_output
 from orchestrator.core.inert_text import markdown_block, markdown_code, markdown_text
 from orchestrator.core.overlaps import overlap_documents, some_sentences
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions, resolutions_markdown
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.status import last_output
+from orchestrator.core.status import last_output, output_of, written_by_others
 from orchestrator.core.views import AttemptView, SubtaskView
 
 
@@ -114,6 +113,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         report["resolutions"] = resolved
     if state.overlaps:
         report["overlaps"] = overlap_documents(state)
+    if written := written_by_others(state):
+        report["written_by_others"] = written
     if state.breaches:
         report["breaches"] = breach_documents(state.breaches)
     return report
@@ -143,7 +144,7 @@ def _attempt(attempt: AttemptView) -> dict[str, Any]:
         "refusals": refusals_in_words(attempt),
         "in_submodules": list(attempt.in_submodules),
         "resumed_session": attempt.resumed_session,
-        "output": attempt_output(attempt.run_dir),
+        "output": output_of(attempt),
     }
 
 
@@ -287,6 +288,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             "The log holds them (written before kairo-orch checked its moves, or edited by "
             "hand): what this report says is what the log says, as written.",
         ]
+    if report.get("written_by_others"):
+        lines += ["", "## Records of the agents' runners that another process wrote", ""]
+        lines += [f"- {markdown_text(said)}" for said in report["written_by_others"]]
     if report.get("overlaps"):
         lines += ["", "## Overlaps seen while the agents worked", ""]
         overlaps = some_sentences(report["overlaps"], OVERLAPS_LISTED)

@@ -123,8 +123,8 @@ def _header(
             f"{_when(gap.end)} ({duration(gap.end - gap.start)}): it was resumed"
             " (the hatched band on the timeline).</p>"
         )
-    for anomaly in report.get("anomalies", ()):
-        lines.append(f'<p class="note">{html_text(anomaly)}</p>')
+    for said in (*report.get("anomalies", ()), *report.get("written_by_others", ())):
+        lines.append(f'<p class="note">{html_text(said)}</p>')
     lines += _breaches(report.get("breaches", ()))
     lines.append("</header>")
     return "".join(lines)

@@ -120,6 +120,7 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
                 api_status=event.api_status,
                 refusals=event.refusals,
                 summary=event.summary,
+                written_by_others=event.written_by_others,
             )
         case ev.AttemptCommitted(subtask_id=sid, head_commit=head):
             state = update_attempt(

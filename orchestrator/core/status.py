@@ -11,7 +11,7 @@ from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.reasons import sentence_or_none
 from orchestrator.core.resolution import resolutions
 from orchestrator.core.state import ExecutionState
-from orchestrator.core.views import SubtaskView
+from orchestrator.core.views import AttemptView, SubtaskView
 
 
 def effective_status(
@@ -87,9 +87,32 @@ def status_document(
         document["anomalies"] = [anomaly.sentence() for anomaly in state.anomalies]
     if state.overlaps:  # likewise: seen while agents worked (core/overlaps.py)
         document["overlaps"] = overlap_documents(state)
+    if written := written_by_others(state):  # likewise
+        document["written_by_others"] = written
     if state.breaches:  # likewise: changes to what the user owns (core/guard.py)
         document["breaches"] = breach_documents(state.breaches)
     return document
+
+
+def written_by_others(state: ExecutionState) -> list[str]:
+    """What other processes wrote of the runners' records, a sentence each, in plan order."""
+    said = []
+    for spec in state.plan.subtasks:
+        for attempt in state.subtask(spec.id).attempts:
+            log = attempt_output(attempt.run_dir)
+            said += [
+                f"{spec.id} attempt {attempt.number}: " + _WRITTEN_BY_OTHERS[record].format(log=log)
+                for record in attempt.written_by_others
+            ]
+    return said
+
+
+_WRITTEN_BY_OTHERS = {
+    "exit_record": "an exit record was written into its run folder by another process while "
+    "its agent still ran; it was not taken for the agent's exit",
+    "output_log": "its output log ({log}) was changed by another process: it is not what its "
+    "agent printed",
+}
 
 
 def _host(state: ExecutionState, view: SubtaskView) -> dict[str, Any]:
@@ -104,7 +127,12 @@ def _host(state: ExecutionState, view: SubtaskView) -> dict[str, Any]:
 def last_output(view: SubtaskView) -> str | None:
     """The file that holds all its last attempt's agent printed (its pane may be closed)."""
     attempt = view.current_attempt
-    return attempt_output(attempt.run_dir) if attempt is not None else None
+    return output_of(attempt) if attempt is not None else None
+
+
+def output_of(attempt: AttemptView) -> str | None:
+    """Its output log, unless another process changed it (`written_by_others` says so)."""
+    return None if "output_log" in attempt.written_by_others else attempt_output(attempt.run_dir)
 
 
 def _resolutions(view: SubtaskView) -> dict[str, Any]:

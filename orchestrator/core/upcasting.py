@@ -87,11 +87,17 @@ def _paths_not_recorded(payload: Payload) -> Payload:
     return {"paths": None, "branch_paths": None, **payload}
 
 
+def _none_written_by_others(payload: Payload) -> Payload:
+    """Version 4 -> 5 of `attempt_exited`: no record was checked, none is said changed."""
+    return {"written_by_others": [], **payload}
+
+
 #: (event type, the version it reads) -> that payload at the next version.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
     {
         **{(event_type, 1): _reason_as_data for event_type in REASON_EVENTS},
         ("attempt_committed", 2): _paths_not_recorded,
+        ("attempt_exited", 4): _none_written_by_others,
     }
 )
 

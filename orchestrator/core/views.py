@@ -60,6 +60,7 @@ class AttemptView:
     api_status: int | None = None
     refusals: tuple[ev.Refusal, ...] = ()
     summary: str = ""
+    written_by_others: tuple[ev.RunnerRecord, ...] = ()  # of its runner's records
     head_commit: str | None = None
     changed: bool | None = None
     # The paths it changed (from its start to its commit), and those the subtask's branch

@@ -2,7 +2,9 @@
 
 It is a session leader of its own (setsid), with no terminal, and its output goes to the
 execution's `supervisor.log`, so closing the terminal that started it kills nothing. It
-runs with the environment of the command that started it, which agents inherit in turn.
+runs with the environment of the command that started it, which agents inherit in turn,
+less its secrets (sandbox.py); its title (`_retitle`) also blanks what /proc shows of that
+environment, which any program of the user's, an agent too, could read there.
 That command forks it before the execution exists and hands it over on a pipe
 (supervisor_process.py); `python -m orchestrator.runtime.daemon ID --repo DIR` runs one
 directly.
@@ -198,6 +200,7 @@ async def run_supervisor(
             claimed_at=claimed_at,
             written_head=(row.head_seq, row.head_hash),  # what was verified, and taken up
             witness=witness,
+            redactor=edges.redactor,
         )
         final = await supervise(
             journal,

@@ -4,6 +4,7 @@ otherwise for going through a port."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from orchestrator.git.merge import MergeOutcome, merge_branch
 from orchestrator.git.repo import Identity
 from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange, conflicts_with, worktree_change
-from orchestrator.runtime import attempts, process_groups, processes
+from orchestrator.runtime import attempts, cgroups, process_groups, processes
 from orchestrator.runtime.attempts import RunFiles
 from orchestrator.runtime.processes import ShellResult
 from orchestrator.tmux.server import TmuxServer
@@ -135,8 +136,8 @@ class TmuxPanes(TmuxServer):
 
 
 class LocalProcesses:
-    """Processes of this host: shell commands in process groups of their own, and the
-    runners in the agents' panes, found through /proc."""
+    """Processes of this host: shell commands in process groups (and checks in cgroups)
+    of their own, and the runners in the agents' panes, found through /proc."""
 
     async def run_shell(
         self,
@@ -146,18 +147,35 @@ class LocalProcesses:
         env: Mapping[str, str],
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
+        scope: processes.CheckScope | None = None,
     ) -> ShellResult:
-        return await processes.run_shell(command, cwd=cwd, env=env, timeout_s=timeout_s, stop=stop)
+        return await processes.run_shell(
+            command, cwd=cwd, env=env, timeout_s=timeout_s, stop=stop, scope=scope
+        )
 
     async def stop_group(self, pgid: int) -> None:
         await process_groups.stop_group(pgid)
 
-    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
-        for pgid in await trio.to_thread.run_sync(process_groups.groups_marked, marker):
-            await process_groups.stop_group(pgid)
+    async def end_attempt(self, files: RunFiles, cgroup: str) -> None:
+        await trio.to_thread.run_sync(cgroups.end_attempt_cgroup, files.started, cgroup)
 
-    async def runner_alive(self, files: RunFiles) -> bool:
-        return await trio.to_thread.run_sync(attempts.runner_alive, files)
+    async def end_leftovers(self, execution_id: str, run_root: Path) -> None:
+        for check in processes.CHECKS:
+            await processes.end_marked({"KAIRO_EXECUTION_ID": execution_id, "KAIRO_CHECK": check})
+        # The cgroups of the execution's checks, and of its attempts whose runners are gone
+        # (those that run are waited for again, by recovery).
+        running = set()
+        for subtask_id, number in await trio.to_thread.run_sync(
+            cgroups.attempt_cgroups_of, execution_id
+        ):
+            if await self.runner_state(RunFiles(run_root / subtask_id / str(number))) != "gone":
+                running.add((subtask_id, number))
+        await trio.to_thread.run_sync(
+            functools.partial(cgroups.end_cgroups_of, execution_id, spare=frozenset(running))
+        )
+
+    async def runner_state(self, files: RunFiles) -> attempts.RunnerState:
+        return await trio.to_thread.run_sync(attempts.runner_state, files)
 
 
 class GitWorktreeLooks:

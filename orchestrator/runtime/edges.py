@@ -9,6 +9,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.core.decide import attempt_run_dir
+from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
@@ -48,6 +49,11 @@ class Edges:
     #: Compares what the user owns with its record, after every attempt and check and
     #: before every review step (runtime/guard.py).
     guard: Guard = field(default_factory=NoGuard)
+    #: Cuts the secrets of `environment` out of what agents and checks print.
+    redactor: Redactor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor.of(self.environment)
 
 
 def integration_checkout(state: ExecutionState) -> Path:

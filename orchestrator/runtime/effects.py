@@ -21,7 +21,7 @@ from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import token_allowance
 from orchestrator.core.earlier_attempts import earlier_attempts_section
-from orchestrator.core.ids import idempotency_key, subtask_branch, wake_channel
+from orchestrator.core.ids import attempt_cgroup, idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import BranchExists, branch_ref
@@ -29,17 +29,19 @@ from orchestrator.runtime import resolution
 from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
-    read_usage,
+    records_written_by_others,
     render_prompt,
+    scrub,
     write_attempt_files,
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
+from orchestrator.runtime.cgroups import cgroups_wanted
 from orchestrator.runtime.closing_panes import ended_panes
 from orchestrator.runtime.commit_step import commit_attempt
 from orchestrator.runtime.edges import Edges, attempt_files, command_environment
 from orchestrator.runtime.integration import merge_subtasks
 from orchestrator.runtime.integration_checks import check_integration, undo_merges
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, CheckScope
 from orchestrator.runtime.recovery import interrupt, recorded_group
 from orchestrator.runtime.review import run_review_step
 from orchestrator.runtime.sandbox import AgentPlace, sandbox_for
@@ -131,6 +133,7 @@ async def _prepare_workspace(
             run_dir=run_dir,
             env=env,
             subtask_id=sid,
+            scope=CheckScope.of(state.execution_id, "setup", sid),
         )
     return [
         ev.WorkspaceCreated(
@@ -206,6 +209,9 @@ async def _open_pane(
                 agent_state=tuple(Path(p).expanduser() for p in adapter.state_paths),
             ),
             pass_env=state.plan.sandbox.pass_env,
+            cgroup=attempt_cgroup(state.execution_id, sid, number)
+            if cgroups_wanted(edges.environment)
+            else None,
         )
     )
     pane = await _open_agent_pane(edges, state, sid, pane_command, Path(view.worktree))
@@ -266,9 +272,10 @@ async def _earlier_attempts(edges: Edges, state: ExecutionState, subtask_id: str
     base, head = view.start_commit, attempt.start_commit
     commits = await edges.repository.commits_between(base, head)
     stat = await edges.repository.diffstat(base, head) if commits else None
-    return earlier_attempts_section(
+    section = earlier_attempts_section(
         view, [str(c) for c in commits], stat.text if stat is not None else ""
     )
+    return edges.redactor.text(section)  # an agent's own commit message may quote a secret
 
 
 def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
@@ -280,7 +287,9 @@ def _feedback_for(state: ExecutionState, subtask_id: str) -> str:
 async def _kill_attempt(
     edges: Edges, state: ExecutionState, command: cmd.KillAttempt
 ) -> list[ev.ExecutionEvent]:
-    """Stop the agent's whole process group; its runner then records the exit as usual."""
+    """Stop the agent's whole process group; its runner then ends what else the attempt
+    left and records the exit as usual. What it could not end (its cgroup's processes, a
+    runner gone meanwhile) is ended here once the record is there, or its wait is over."""
     files = attempt_files(state, command.subtask_id, command.attempt)
     pgid = await trio.to_thread.run_sync(recorded_group, files)
     if pgid is not None:
@@ -288,27 +297,37 @@ async def _kill_attempt(
     with trio.move_on_after(KILL_RECORD_WAIT_S):
         while await trio.to_thread.run_sync(read_exit_record, files) is None:  # noqa: ASYNC110
             await trio.sleep(0.05)  # the runner writes it as soon as its agent is gone
+    cgroup = attempt_cgroup(state.execution_id, command.subtask_id, command.attempt)
+    await edges.processes.end_attempt(files, cgroup)
     return []
 
 
 async def _await_attempt(
     edges: Edges, state: ExecutionState, command: cmd.AwaitAttempt
 ) -> list[ev.ExecutionEvent]:
-    """Wait for the runner's exit record; a runner gone without one was interrupted."""
-    files = attempt_files(state, command.subtask_id, command.attempt)
-    channel = wake_channel(state.execution_id, command.subtask_id, command.attempt)
-    record = await wait_for_exit(edges.panes, edges.processes, files, channel)
+    """Wait for the runner's exit record; a runner gone without one was interrupted.
+    Nothing of the attempt runs once this returns: the supervisor commits its worktree."""
+    sid, number = command.subtask_id, command.attempt
+    files = attempt_files(state, sid, number)
+    channel = wake_channel(state.execution_id, sid, number)
+    awaited = await wait_for_exit(edges.panes, edges.processes, files, channel)
+    record = awaited.record
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
-        return [
-            await interrupt(
-                edges, state, command.subtask_id, rerun_interrupted=False, cause="pane"
-            ),
-            *_breached(await edges.guard.compare("attempt", {command.subtask_id})),
-        ]
-    usage = await trio.to_thread.run_sync(read_usage, files)
-    # Its exit first: the breach, if any, then cuts an attempt that has exited.
-    breach = await edges.guard.compare("attempt", {command.subtask_id})
-    return [exited(command.subtask_id, command.attempt, record, usage), *_breached(breach)]
+        await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
+        interrupted = await interrupt(edges, state, sid, rerun_interrupted=False, cause="pane")
+        return [interrupted, *_breached(await edges.guard.compare("attempt", {sid}))]
+    await edges.processes.end_attempt(files, attempt_cgroup(state.execution_id, sid, number))
+    # Before the scrub, which may rewrite the log itself.
+    written = await trio.to_thread.run_sync(
+        functools.partial(records_written_by_others, files, record, forged=awaited.forged)
+    )
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
+    event = functools.partial(exited, files, sid, number, record, written_by_others=written)
+    exit_event = await trio.to_thread.run_sync(event)
+    # Once nothing of the attempt runs any more; its exit first: the breach, if any, then
+    # cuts an attempt that has exited.
+    breach = await edges.guard.compare("attempt", {sid})
+    return [exit_event, *_breached(breach)]
 
 
 def _breached(breach: ev.GuardBreached | None) -> list[ev.ExecutionEvent]:
@@ -327,7 +346,6 @@ async def _run_verify(
         **edges.environment,
         **context.environment(),
         **_worktree_environment(state, sid),
-        "KAIRO_CHECK": "verify",  # what a resume ends of a killed supervisor's
     }
     result = await edges.processes.run_shell(
         verify,
@@ -335,6 +353,7 @@ async def _run_verify(
         env=env,
         timeout_s=state.spec(sid).limits.timeout_s,
         stop=edges.stop_now,
+        scope=CheckScope.of(state.execution_id, "verify", sid),
     )
     # What the check left in the worktree is its own; elsewhere, what it changed is
     # blamed on its subtask: it runs the agent's code too.

@@ -15,7 +15,7 @@ from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import branch_ref
 from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
-from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES
+from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, CheckScope
 
 CANNOT_RUN = 126  # the shell's word for a command that could not be started
 
@@ -40,7 +40,6 @@ async def check_integration(
         )
         env = {
             **command_environment(edges, state, command.subtask_id, checkout),
-            "KAIRO_CHECK": "integration",  # what a resume ends of a killed supervisor's
             "KAIRO_SUBTASK_IDS": " ".join(run),
             "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
         }
@@ -52,6 +51,7 @@ async def check_integration(
             env=env,
             timeout_s=None if None in timeouts else max(t for t in timeouts if t is not None),
             stop=edges.stop_now,
+            scope=CheckScope.of(state.execution_id, "integration", command.subtask_id),
         )
         exit_code, output = result.exit_code, result.output
     except KairoError as error:

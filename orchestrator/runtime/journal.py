@@ -3,7 +3,9 @@
 Appends are serialized (the log has one writer) and run in a worker thread (the store is
 blocking). The state is folded forward from each durable append, never changed otherwise.
 Events are folded before they are appended, too: one that would move a subtask in a way
-the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten.
+the lifecycle table (core/lifecycle.py) does not allow is a bug, refused unwritten. What
+they quote of agents and checks has the supervisor's secrets cut out first
+(core/event_base.py): the log, and all that is made of it, holds none.
 
 Being the one writer, the journal knows the event it wrote last, and each append asks the
 store to refuse a log that no longer ends with it: one rewritten under the supervisor
@@ -31,8 +33,10 @@ import trio
 from orchestrator.core import checkpoints
 from orchestrator.core import events as ev
 from orchestrator.core.agenda import Agenda
+from orchestrator.core.event_base import redact_printed
 from orchestrator.core.ids import short_id
 from orchestrator.core.lifecycle import IllegalMove
+from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import ExecutionState, apply
 from orchestrator.errors import EnvironmentProblem, LogRewritten, OwnershipError, StoreLost
 from orchestrator.runtime import ownership
@@ -73,8 +77,12 @@ class Journal:
         claimed_at: float | None = None,
         written_head: tuple[int, str] | None = None,
         witness: LogWitness | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
+        """`redactor`: what to cut out of events, that of this process's environment
+        unless given."""
         self._store = store
+        self._redactor = redactor or Redactor.of(os.environ)
         self._lock = trio.Lock()
         self._appended = 0
         crash_after = os.environ.get(CRASH_AFTER_VARIABLE, "")
@@ -116,6 +124,7 @@ class Journal:
         under the lock that orders appends, so no other append comes between)."""
         if not events:
             return self.state
+        events = [redact_printed(event, self._redactor.text) for event in events]
         records = [record_of(event) for event in events]
         async with self._lock:
             if only_if is not None and not only_if(self.state):

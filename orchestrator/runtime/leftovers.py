@@ -32,6 +32,7 @@ from orchestrator.git.invocation import git
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, is_ancestor, rev_parse
 from orchestrator.git.repo import RepoPaths, has_uncommitted_work
 from orchestrator.git.workspace import LocalWorktreeProvider
+from orchestrator.runtime.cgroups import end_cgroups_of
 from orchestrator.runtime.ownership import kairo_process_alive
 from orchestrator.tmux.server import TmuxServer
 
@@ -121,7 +122,9 @@ async def remove_leftovers(
             "store than this one: give `clean` that store (--store or KAIRO_STORE)"
         )
     root = paths.toplevel
-    steps: list[Cleaned] = []
+    # What still runs of its attempts and checks, found by the names of their cgroups.
+    ended = await trio.to_thread.run_sync(end_cgroups_of, leftovers.short)
+    steps: list[Cleaned] = [Removed("cgroup", str(path)) for path in ended]
     for session in leftovers.sessions:  # its agents: no supervisor will ever judge them
         await tmux.kill_session(session)
         steps.append(Removed("tmux_session", session))

@@ -23,9 +23,9 @@ from orchestrator.git.history import CommitSummary, DiffStat
 from orchestrator.git.merge import MergeOutcome
 from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange
-from orchestrator.runtime.attempts import RunFiles
+from orchestrator.runtime.attempts import RunFiles, RunnerState
 from orchestrator.runtime.guard import IntegrationMove
-from orchestrator.runtime.processes import ShellResult
+from orchestrator.runtime.processes import CheckScope, ShellResult
 from orchestrator.tmux.layout import PaneRef
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Panes(Protocol):
 
 
 class Processes(Protocol):
-    """The plan's shell commands, and the agents' runners and process groups."""
+    """The plan's shell commands, and the agents' runners and what they hold."""
 
     async def run_shell(
         self,
@@ -143,19 +143,29 @@ class Processes(Protocol):
         env: Mapping[str, str],
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
-    ) -> ShellResult: ...
+        scope: CheckScope | None = None,
+    ) -> ShellResult:
+        """With `scope` (a check's), nothing the command started runs once it returns."""
+        ...
 
     async def stop_group(self, pgid: int) -> None:
         """Return once nothing of the process group runs any more."""
         ...
 
-    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
-        """End the process groups a dead supervisor left running with `marker` in their
-        environment (a check it started), before the check runs again."""
+    async def end_attempt(self, files: RunFiles, cgroup: str) -> None:
+        """End whatever still runs in the attempt's cgroup (named `cgroup`, if its runner
+        made one), and remove it."""
         ...
 
-    async def runner_alive(self, files: RunFiles) -> bool:
-        """Whether the runner of the attempt whose files these are still runs."""
+    async def end_leftovers(self, execution_id: str, run_root: Path) -> None:
+        """End what a dead supervisor of the execution left running: the checks it started
+        (which would run again beside them), and the cgroups of its attempts whose runners
+        are gone (run_root: where their run folders are)."""
+        ...
+
+    async def runner_state(self, files: RunFiles) -> RunnerState:
+        """What the runner of the attempt whose files these are is doing: running its
+        agent, running without it (before it, or ending), or gone."""
         ...
 
 

@@ -14,6 +14,7 @@ supervisor listened) or behind it (a process died). For each unfinished attempt:
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,7 @@ import trio
 
 from agents.live_usage import read_live
 from orchestrator.core import events as ev
-from orchestrator.core.ids import short_id
+from orchestrator.core.ids import attempt_cgroup, short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import ACTIVE, SubtaskView
 from orchestrator.runtime.attempts import (
@@ -31,7 +32,9 @@ from orchestrator.runtime.attempts import (
     exited,
     read_exit_record,
     read_usage,
+    records_written_by_others,
     runner_ever_started,
+    scrub,
 )
 from orchestrator.runtime.edges import Edges, attempt_files
 
@@ -73,24 +76,32 @@ async def _reconcile_attempt(
     opened: list[ev.ExecutionEvent] = []
     if attempt.pane_id is None and await trio.to_thread.run_sync(runner_ever_started, files):
         opened = [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id="")]
-    record = await trio.to_thread.run_sync(read_exit_record, files)
-    if record is None and await edges.processes.runner_alive(files):
+    # A record counts only once its runner is gone (awaiting_exit.py): one of a runner
+    # still running is waited for again, as the runner itself is.
+    if await edges.processes.runner_state(files) != "gone":
         log.info("reattached", subtask_id=view.id, attempt=attempt.number)
         return opened
-    if record is None:
-        # Looked at again: a runner that wrote its record and ended between the two looks
-        # is no lost one.
-        record = await trio.to_thread.run_sync(read_exit_record, files)
+    # Looked at once the runner is known gone: a runner that wrote its record and ended
+    # meanwhile is no lost one.
+    record = await trio.to_thread.run_sync(read_exit_record, files)
     if record is not None and not record.interrupted:
-        usage = await trio.to_thread.run_sync(read_usage, files)
+        cgroup = attempt_cgroup(state.execution_id, view.id, attempt.number)
+        await edges.processes.end_attempt(files, cgroup)
+        # Before the scrub, which may rewrite the log itself.
+        written = await trio.to_thread.run_sync(records_written_by_others, files, record)
+        await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
         log.info("recovered_result", subtask_id=view.id, attempt=attempt.number)
-        return [*opened, exited(view.id, attempt.number, record, usage)]
+        event = functools.partial(
+            exited, files, view.id, attempt.number, record, written_by_others=written
+        )
+        return [*opened, await trio.to_thread.run_sync(event)]
     if record is None and not opened and attempt.pane_id is None:
         # Its pane may have been opened just before the crash, its runner not yet started.
         pane = await edges.panes.pane_running(str(files.spec))
         if pane is not None:
             return [ev.AttemptPaneOpened(subtask_id=view.id, attempt=attempt.number, pane_id=pane)]
         return []  # it never started: OpenPane starts it, for the first time
+    await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     return [*opened, await interrupt(edges, state, view.id, rerun_interrupted=rerun_interrupted)]
 
 
@@ -107,9 +118,13 @@ async def interrupt(
     attempt = view.current_attempt
     assert attempt is not None and view.worktree is not None
     files = attempt_files(state, subtask_id, attempt.number)
+    # Nothing of it may write while its work is saved.
     pgid = await trio.to_thread.run_sync(recorded_group, files)
     if pgid is not None:
-        await edges.processes.stop_group(pgid)  # nothing of it may write while its work is saved
+        await edges.processes.stop_group(pgid)
+    await edges.processes.end_attempt(
+        files, attempt_cgroup(state.execution_id, subtask_id, attempt.number)
+    )
     worktree = Path(view.worktree)
     ref_name = f"refs/kairo/recovery/{short_id(state.execution_id)}/{subtask_id}/{attempt.number}"
     ref = None

@@ -12,13 +12,13 @@ Under bwrap an agent cannot move a ref, so it cannot commit itself, and need not
 supervisor commits what it leaves. The wrapper is part of the agent's command line inside
 the in-pane runner, so the runner's process-group kill reaches it (no --new-session).
 
-Whatever the kind, variables that look like secrets are withheld unless the plan passes
-them (`sandbox.pass_env`) or the agent's kind needs them to log in.
+Whatever the kind, variables that are secrets by their name or by their value
+(core/secrets.py) are withheld unless the plan passes them (`sandbox.pass_env`) or the
+agent's kind needs them to log in.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.core.plan import AgentKind, SandboxSpec
+from orchestrator.core.secrets import is_secret
 from orchestrator.errors import EnvironmentProblem
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 # What each kind of agent logs in with: passed without being listed.
 CREDENTIALS: Mapping[AgentKind, tuple[str, ...]] = {
     "claude-code": ("ANTHROPIC_", "CLAUDE_"),
@@ -40,15 +40,14 @@ CREDENTIALS: Mapping[AgentKind, tuple[str, ...]] = {
 def without_secrets(
     env: Mapping[str, str], *, passed: Sequence[str], kind: AgentKind, vendor: bool = True
 ) -> dict[str, str]:
-    """`env` less the variables whose names look like secrets, but those passed, and, for
-    an agent that talks to its `vendor` (not an endpoint of the plan's, which must not see
-    the user's vendor keys), those its kind logs in with."""
+    """`env` less its secrets, but those passed, and, for an agent that talks to its
+    `vendor` (not an endpoint of the plan's, which must not see the user's vendor keys),
+    those its kind logs in with."""
     own = CREDENTIALS.get(kind, ()) if vendor else ()
-    prefixes = ("KAIRO_", *own)  # KAIRO_IDEMPOTENCY_KEY is no secret
     return {
         name: value
         for name, value in env.items()
-        if not SECRET_NAME.search(name) or name in passed or name.startswith(prefixes)
+        if not is_secret(name, value) or name in passed or name.startswith(own)
     }
 
 

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import structlog
 import trio
@@ -83,10 +84,10 @@ async def supervise(
         if resumed:
             # The `wait-for` clients a killed supervisor left, one per agent it awaited.
             await _release_stale_waiters(edges.panes, journal.execution_id)
-            # And the checks it started: run again, they would run beside them.
-            for check in ("verify", "integration"):
-                marker = {"KAIRO_EXECUTION_ID": journal.execution_id, "KAIRO_CHECK": check}
-                await edges.processes.end_leftovers(marker)
+            # And the checks it started (run again, they would run beside them), and what
+            # its attempts whose runners are gone left running.
+            run_root = Path(journal.state.created.run_root)
+            await edges.processes.end_leftovers(journal.execution_id, run_root)
             reconciled = await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
             unwatched = {e.subtask_id for e in reconciled if isinstance(e, ev.AttemptExited)}
             await journal.append(reconciled)

@@ -334,7 +334,9 @@ def _serve(handover_fd: int) -> int:
 
 def _retitle(title: str) -> None:
     """What `ps` shows for this process, and its name (/proc comm) `kairo-orch`, which
-    `ps -e` shows and ownership.py also goes by."""
+    `ps -e` shows and ownership.py also goes by. setproctitle writes the title over the
+    memory that /proc/PID/environ shows too: what it showed, the supervisor's whole
+    environment with its secrets, is no longer there for an agent to read."""
     from setproctitle import setproctitle
 
     setproctitle(title)

@@ -24,6 +24,7 @@ import trio
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.event_base import redact_printed
 from orchestrator.core.ids import subtask_branch, worker_tmux_socket
 from orchestrator.core.placement import command_from_record
 from orchestrator.core.state import ExecutionState
@@ -159,7 +160,9 @@ class WorkerHost:
                 return [ev.WorkspaceReleased(subtask_id=sid)]  # never made on this host
             if not isinstance(command, cmd.KillAttempt):
                 await self._take_over_worktree(state, edges, sid, Path(worktree))
-        events = await execute(edges, state, command)
+        # Cut out here the secrets of this host's environment: the owner knows its own.
+        done = await execute(edges, state, command)
+        events = [redact_printed(event, edges.redactor.text) for event in done]
         if isinstance(command, cmd.CommitAttempt):
             await self._current_state(queued, command)  # not pushed for a stale assignment
             branch = subtask_branch(state.plan.name, state.execution_id, sid)

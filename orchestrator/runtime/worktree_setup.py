@@ -18,6 +18,7 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.copied_files import files_to_copy
 from orchestrator.runtime.ports import Processes, Repository
+from orchestrator.runtime.processes import CheckScope
 
 SETUP_LOG = "setup.log"
 SETUP_DONE = "setup.done"
@@ -56,8 +57,10 @@ async def run_setup(
     run_dir: Path,
     env: Mapping[str, str],
     subtask_id: str,
+    scope: CheckScope | None = None,
 ) -> None:
     """Run `command` in the new worktree once; a failure is the subtask's `setup_failed`.
+    `scope`: how what it leaves running is found, and ended with it.
 
     Its marker in `run_dir` makes a supervisor that resumes after a crash skip a setup
     that finished, and run again one that was cut short.
@@ -66,7 +69,7 @@ async def run_setup(
     if await done.exists():
         return
     await trio.Path(run_dir).mkdir(parents=True, exist_ok=True)
-    result = await processes.run_shell(command, cwd=worktree, env=env)
+    result = await processes.run_shell(command, cwd=worktree, env=env, scope=scope)
     log = run_dir / SETUP_LOG
     await trio.Path(log).write_text(result.output, encoding="utf-8")
     if result.exit_code != 0:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator.core.inert_text import inert
+from orchestrator.core.secrets import is_secret
 
 # The border shows our own title: an agent's output goes to the pane verbatim, and an
 # escape sequence in it may rename the pane, but not this user option.
@@ -53,6 +54,28 @@ class NewPane:
     title: str
     command: Sequence[str]
     cwd: str
+
+
+#: What of the supervisor's environment its tmux clients get: what tmux and the programs it
+#: starts for kairo-orch (the in-pane runner, the live view) need to find their programs,
+#: their socket and their language. A client that starts the server gives it its own
+#: environment, which the server keeps as its global one and every program in its panes
+#: inherits and can read (`tmux show-environment -g`), agents among them: the rest of the
+#: supervisor's environment, its secrets first, must not go there.
+CLIENT_ENVIRONMENT = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
+    | {"TERM", "COLORTERM", "TERMINFO", "TERMINFO_DIRS", "TMUX_TMPDIR", "PYTHONPATH"}
+)
+
+
+def client_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What of `environment` a tmux client gets (CLIENT_ENVIRONMENT, the locale's LC_*),
+    but a secret, wherever one hides."""
+    return {
+        name: value
+        for name, value in environment.items()
+        if (name in CLIENT_ENVIRONMENT or name.startswith("LC_")) and not is_secret(name, value)
+    }
 
 
 def not_installed(tmux_bin: str) -> str:
@@ -140,6 +163,9 @@ def new_session_argv(
         [*create, "--", *pane_command(command)],
         # destroy-unattached is off by default, but a user's config may turn it on.
         ["set-option", "-t", target, "destroy-unattached", "off"],
+        # Nor does a client that attaches bring its SSH_AUTH_SOCK or KRB5CCNAME into the
+        # session's environment, where agents would find them.
+        ["set-option", "-t", target, "update-environment", ""],
         ["set-option", "-t", target, "history-limit", str(HISTORY_LIMIT)],
         *window_options(target),
         *title_commands(["-t", target], title),  # else its border shows the host's name

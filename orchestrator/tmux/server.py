@@ -59,8 +59,9 @@ class TmuxServer:
         if config_file is not None:
             self._prefix += ["-f", config_file]
         # Without -L a client inside tmux follows $TMUX to whatever server that is; the
-        # contract (cli.md) says the default server, so $TMUX is not passed on.
-        self._env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        # contract (cli.md) says the default server, so $TMUX is not passed on, nor is
+        # anything else a server it starts does not need (layout.CLIENT_ENVIRONMENT).
+        self._env = layout.client_environment(os.environ)
         self._agents = AgentPanes(self._run, self._run_raw)
 
     def __repr__(self) -> str:

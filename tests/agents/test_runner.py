@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agents.containment import own_cgroup
 from agents.runner import TAIL_BYTES, runner_argv
 from agents.runner_records import json_dumps, json_loads
 from orchestrator.tmux.server import TmuxServer
@@ -65,7 +67,7 @@ async def start(
     tmux: TmuxServer, tmp_path: Path, argv: list[str], name: str = "a", **extra: object
 ) -> Attempt:
     directory = tmp_path / name
-    directory.mkdir()
+    directory.mkdir(exist_ok=True)  # made already for a credentials file, or a planted link
     spec = {
         "argv": argv,
         "cwd": str(tmp_path),
@@ -201,6 +203,51 @@ async def test_the_agent_gets_the_spec_environment_not_the_panes(
     await eventually(lambda: control.exists() and control.read_text() == "from-tmux-server\n")
 
 
+KEY = "sk-ant-api03-runner-test-0123456789"
+
+
+def credentials(directory: Path, env: dict[str, str], redact: list[list[str]]) -> Path:
+    """A credentials file as the supervisor writes one (runtime/attempts.py)."""
+    directory.mkdir(exist_ok=True)
+    path = directory / "credentials.json"
+    path.write_text(json.dumps({"env": env, "redact": redact}))
+    return path
+
+
+async def test_the_agent_s_credentials_come_from_a_file_taken_once_and_are_cut_out_of_its_output(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    path = credentials(tmp_path / "a", {"API_KEY": KEY}, [["API_KEY", KEY]])
+    # Printed in two writes, a read of the runner apart: the key is cut out all the same.
+    script = (
+        'printf %s "$API_KEY" | sha256sum; '
+        'printf "key: %s" "${API_KEY%%-runner*}"; sleep 0.3; printf "%s\\n" "-runner${API_KEY#*-runner}"'
+    )
+    attempt = await start(tmux, tmp_path, sh(script), credentials_path=str(path))
+
+    record = await attempt.wait_exit(tmux)
+
+    assert not path.exists()
+    digest = hashlib.sha256(KEY.encode()).hexdigest()  # the agent had its key
+    assert record["output_tail"] == f"{digest}  -\nkey: [redacted: API_KEY]\n"
+    assert attempt.log == record["output_tail"]
+    assert KEY not in await tmux.capture_pane(attempt.pane_id)  # siblings can read a pane
+
+
+async def test_a_runner_whose_credentials_are_gone_starts_no_agent(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    taken = str(tmp_path / "a" / "credentials.json")  # another process read it first
+    marker = tmp_path / "ran"
+    attempt = await start(tmux, tmp_path, sh(f"touch {marker}"), credentials_path=taken)
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 126
+    assert "its credentials are not in" in record["output_tail"]
+    assert attempt.read("started.json")["agent_pid"] is None and not marker.exists()
+
+
 async def test_output_is_kept_whole_in_the_log_and_as_a_tail(
     tmux: TmuxServer, tmp_path: Path
 ) -> None:
@@ -284,6 +331,90 @@ async def test_nothing_of_the_group_outlives_the_agent(tmux: TmuxServer, tmp_pat
     assert record["exit_code"] == 0 and not record["killed"]
     assert trio.current_time() - start_time < 3  # SIGTERM was enough: no grace spent
     assert process_gone(int((tmp_path / "gc.pid").read_text()))
+
+
+# Leaves what no process group holds: a `setsid` child, and a daemon forked twice that
+# ignores SIGTERM and closed the output pipe (so nothing waits for it), each pid written.
+LEAVES_BEHIND = sh(
+    "setsid sleep 60 & echo $! > setsid.tmp; mv setsid.tmp setsid.pid; "
+    '(setsid sh -c \'trap "" TERM; echo $$ > daemon.tmp; mv daemon.tmp daemon.pid; '
+    "while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &); "
+    "while [ ! -e daemon.pid ]; do sleep 0.02; done; echo left"
+)
+
+
+def cgroups_here() -> bool:
+    """Whether this user may make a cgroup below its own, as the runner does."""
+    own = own_cgroup()
+    return own is not None and os.access(own, os.W_OK) and os.access(f"{own}/cgroup.procs", os.W_OK)
+
+
+@pytest.mark.parametrize("held_by", ["cgroup", "subreaper", "subreaper-no-cgroup-to-make"])
+async def test_nothing_the_agent_started_outlives_it(
+    tmux: TmuxServer, tmp_path: Path, held_by: str
+) -> None:
+    if held_by == "cgroup" and not cgroups_here():
+        pytest.skip("no cgroup v2 this user may write here: the subreaper ones cover it")
+    name = {
+        "cgroup": f"kairo-attempt.test{os.getpid()}.a.1",
+        "subreaper": None,
+        # A name no cgroup can have: the runner falls back, as where cgroups are not ours.
+        "subreaper-no-cgroup-to-make": "no/such/cgroup",
+    }[held_by]
+    extra = {"cgroup": name} if name else {}
+    attempt = await start(tmux, tmp_path, LEAVES_BEHIND, grace_seconds=0.3, **extra)
+
+    record = await attempt.wait_exit(tmux)
+
+    assert record["exit_code"] == 0 and record["output_tail"] == "left\n"
+    for left in ("setsid.pid", "daemon.pid"):
+        # Gone when the record is written: no wait for it.
+        assert process_gone(int((tmp_path / left).read_text())), left
+    cgroup = attempt.read("started.json")["cgroup"]
+    if held_by == "cgroup":
+        assert cgroup == f"{own_cgroup()}/{name}"
+        assert not await trio.Path(cgroup).exists()  # removed, once empty
+    else:
+        assert cgroup is None
+
+
+async def test_the_exit_record_says_what_the_runner_wrote_to_the_log(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    attempt = await start(tmux, tmp_path, sh("for i in 1 2 3; do echo line $i é; done"))
+
+    record = await attempt.wait_exit(tmux)
+
+    log = (attempt.directory / "output.log").read_bytes()
+    assert record["output_bytes"] == len(log) > 0
+    assert record["output_sha256"] == hashlib.sha256(log).hexdigest()
+
+
+async def test_records_and_log_are_not_written_through_links_planted_for_them(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    directory = tmp_path / "a"
+    directory.mkdir()
+    (directory / "output.log").symlink_to(mine)
+    (directory / "exit.json").write_text('{"exit_code": 0, "output_tail": "planted"}')
+    release = tmp_path / "release"
+    attempt = await start(
+        tmux, tmp_path, sh(f"echo words; while [ ! -e {release} ]; do sleep 0.02; done")
+    )
+    pid = (await attempt.wait_started())["pid"]
+    assert not (directory / "exit.json").exists()  # a record planted before it is no record
+    # Where it will write its record next: the planted link is unlinked, not followed.
+    (directory / f".exit.json.{pid}.tmp").symlink_to(mine)
+
+    release.touch()
+    record = await attempt.wait_exit(tmux)
+
+    assert mine.read_text() == "the user's\n"
+    assert record["output_tail"] == "words\n"
+    assert attempt.log == "words\n" and not (directory / "output.log").is_symlink()
+    assert not (directory / f".exit.json.{pid}.tmp").exists()
 
 
 async def test_runner_argv_ignores_an_agents_package_in_the_worktree(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -185,6 +186,53 @@ def test_kill_9_while_two_agents_run_reattaches_them(
     ]
     starts = [e for e in events if e["event_type"] == "supervisor_started"]
     assert [e["payload"]["resumed"] for e in starts] == [False, True]
+
+
+KEYED = """\
+version: 1
+name: keyed
+limits: {{max_attempts: 2}}
+verify: "test -e second.txt"
+agent:
+  kind: shell
+  env: {{API_KEY: "${{KEYED_API_KEY}}"}}
+  run: 'if [ "$KAIRO_ATTEMPT" = 1 ]; then {hold}; else echo > second.txt; fi; printf %s "$API_KEY" | sha256sum >> keys.txt'
+subtasks:
+  - id: a
+"""
+
+
+def test_an_agent_s_key_is_in_no_file_across_a_kill_9_and_the_resumed_supervisor_s_attempt_gets_it(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    key = "sk-ant-api03-resumed-Zx9Yw8Vu7Ts6Rq5Po4"
+    kairo.env["KEYED_API_KEY"] = key
+    release = tmp_path / "release"
+    hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    assert (
+        kairo.run("start", str(kairo.write_plan(KEYED.format(hold=hold))), "--detach").returncode
+        == 0
+    )
+    wait_for(lambda: running_agents(kairo) == 1)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+
+    # The running agent's runner took its key: no file holds it while nobody supervises.
+    kairo_dir = repo / ".git" / "kairo"
+    assert not list(kairo_dir.rglob("credentials.json"))
+    assert not [p for p in kairo_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+    resuming = kairo.spawn("resume", "--wait")
+    release.touch()  # attempt 1 goes on (re-attached), fails its verify; the resumed starts 2
+    _, stderr = resuming.communicate(timeout=120)
+
+    assert resuming.returncode == 0, stderr
+    status = kairo.json("status")
+    assert status["subtasks"][0]["attempts"] == 2
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    keys = git(repo, "show", f"{status['integration_branch']}:keys.txt").split()
+    assert keys == [digest, "-", digest, "-"]  # both attempts had the key
+    assert not [p for p in kairo_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
 
 
 def test_resume_without_an_id_goes_on_with_the_paused_execution_not_a_newer_ended_one(

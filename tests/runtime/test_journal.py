@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.commands import CreateIntegrationBranch
 from orchestrator.core.decide import decide
 from orchestrator.core.lifecycle import IllegalMove
+from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import fold
 from orchestrator.errors import EnvironmentProblem, OwnershipError
 from orchestrator.runtime import journal as journal_module
@@ -219,3 +221,28 @@ async def test_an_event_that_would_make_an_illegal_move_is_refused_unwritten(
     assert (journal.state, journal.version, store.get_execution(execution_id)) == before
     assert [e.event_type for e in store.read_events(execution_id)][-1] == "subtask_scheduled"
     assert len(store.read_events(execution_id)) == 2
+
+
+async def test_what_events_quote_is_logged_with_the_supervisor_s_secrets_cut_out(
+    recorded: Recorded,
+) -> None:
+    store, execution_id, _ = recorded
+    secret = "deploy-9f8e7d6c5b4a"
+    row = claim(store, execution_id, owner="host:1", status="RUNNING")
+    journal = Journal(
+        store,
+        read_state(store, execution_id),
+        owner="host:1",
+        version=row.version,
+        redactor=Redactor.of({"DEPLOY_TOKEN": secret}),
+    )
+
+    # Each agent says the token in how its run ended (its usage file's `result`).
+    await drive(journal, World(results={sid: (f"used {secret}", False) for sid in "abc"}))
+
+    stored = json.dumps([e.payload for e in store.read_events(execution_id)])
+    row = store.get_execution(execution_id)
+    assert row is not None and row.checkpoint_json is not None
+    assert secret not in stored and secret not in row.checkpoint_json
+    assert "used [redacted: DEPLOY_TOKEN]" in stored
+    assert journal.state.subtask("a").attempts[0].result == "used [redacted: DEPLOY_TOKEN]"

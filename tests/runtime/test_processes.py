@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from orchestrator.runtime import processes
+from orchestrator.runtime.cgroups import make_check_cgroup
 from orchestrator.runtime.processes import STOPPED, TIMED_OUT, run_shell
 
 # Says something, leaves a child of its own behind in its group, and waits.
@@ -27,6 +28,18 @@ async def test_a_command_gives_its_status_and_all_it_printed(tmp_path: Path) -> 
         "echo out; echo err >&2; echo $KAIRO_X; exit 3", cwd=tmp_path, env={"KAIRO_X": "x"}
     )
     assert (result.exit_code, result.output) == (3, "out\nerr\nx\n")
+
+
+async def test_a_check_s_output_has_the_secrets_of_its_environment_cut_out(
+    tmp_path: Path,
+) -> None:
+    env = {"DATABASE_URL": "postgres://u:PASSWORD1234@db/shop", "PATH": os.environ["PATH"]}
+    # Printed whole, then in pieces the shell puts together: a check's output is all one.
+    script = 'echo "$DATABASE_URL"; printf "%s" "postgres://u:"; echo "PASSWORD1234@db/shop ok"'
+
+    result = await run_shell(script, cwd=tmp_path, env=env)
+
+    assert result.output == "[redacted: DATABASE_URL]\n[redacted: DATABASE_URL] ok\n"
 
 
 async def test_a_command_over_its_timeout_ends_with_its_children_and_says_so(
@@ -89,10 +102,10 @@ def runs(pid: int) -> bool:
         return False
 
 
-def ends(pid: int) -> bool:
+def ends(pid: int, seconds: float = 5) -> bool:
     """Whether `pid` stops running within a few seconds: a SIGKILL takes effect when the
     process is next scheduled, not when kill() returns."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + seconds
     while runs(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     return not runs(pid)
@@ -101,3 +114,44 @@ def ends(pid: int) -> bool:
 async def _set_after(event: trio.Event, seconds: float) -> None:
     await trio.sleep(seconds)
     event.set()
+
+
+# A check that leaves behind what a process group does not hold: a `setsid` child and a
+# daemon forked twice that ignores SIGTERM, each writing its pid down.
+LEAVES_BEHIND = (
+    "setsid sleep 60 & echo $! > setsid.pid; "
+    '(setsid sh -c \'trap "" TERM; echo $$ > daemon.tmp; mv daemon.tmp daemon.pid; '
+    "while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &); "
+    "while [ ! -e daemon.pid ]; do sleep 0.02; done; echo checked"
+)
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "marker"])
+async def test_nothing_a_check_started_outlives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cgroup: bool
+) -> None:
+    monkeypatch.setattr(processes, "GRACE_S", 0.3)
+    if not cgroup:
+        monkeypatch.setenv("KAIRO_TEST_NO_CGROUP", "1")
+    scope = processes.CheckScope.of(f"E-{os.getpid()}", "verify", "a")
+    procs = make_check_cgroup(scope.cgroup) if cgroup else None
+    if cgroup and procs is None:
+        pytest.skip("no cgroup v2 this user may write here: the marker variant covers it")
+
+    result = await run_shell(LEAVES_BEHIND, cwd=tmp_path, env=dict(os.environ), scope=scope)
+
+    assert (result.exit_code, result.output) == (0, "checked\n")
+    assert ends(int((tmp_path / "setsid.pid").read_text()))
+    assert ends(int((tmp_path / "daemon.pid").read_text()))
+    assert procs is None or not procs.parent.exists()
+
+
+async def test_without_a_scope_what_a_check_left_runs_on(tmp_path: Path) -> None:
+    # What the test above prevents: a process group does not hold them.
+    result = await run_shell(LEAVES_BEHIND, cwd=tmp_path, env=dict(os.environ))
+    try:
+        assert result.exit_code == 0
+        assert not ends(int((tmp_path / "daemon.pid").read_text()), seconds=0.5)
+    finally:
+        for name in ("setsid.pid", "daemon.pid"):
+            os.kill(int((tmp_path / name).read_text()), 9)

@@ -1,14 +1,19 @@
-"""Which variables agents see, and the bubblewrap command line around an agent."""
+"""Which variables agents see, where their secrets go, and the bubblewrap command line
+around an agent."""
 
 from __future__ import annotations
 
+import json
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from orchestrator.core.plan import SandboxSpec
+from agents.base import AttemptContext
+from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
+from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
 from orchestrator.runtime.sandbox import (
     AgentPlace,
     BwrapSandbox,
@@ -49,6 +54,116 @@ def test_an_agent_sent_to_an_endpoint_gets_none_of_its_vendor_s_keys() -> None:
     # the agent gets the one key_env names instead (agents/endpoints.py).
     env = without_secrets(ENV, passed=[], kind="claude-code", vendor=False)
     assert "ANTHROPIC_API_KEY" not in env and env["PATH"] == "/bin"
+
+
+def test_a_variable_whose_value_is_a_credential_is_withheld_whatever_its_name() -> None:
+    env = {
+        **ENV,
+        "DATABASE_URL": "postgres://u:PASSWORD1234@host/db",
+        "BUILD_LABEL": "ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4",
+        "HOMEPAGE": "https://example.com/shop",
+    }
+    given = without_secrets(env, passed=["BUILD_LABEL"], kind="shell")
+    assert "DATABASE_URL" not in given and given["HOMEPAGE"] == "https://example.com/shop"
+    assert given["BUILD_LABEL"] == env["BUILD_LABEL"]  # the plan passes it
+
+
+KEY = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
+
+
+def attempt_files(tmp_path: Path, agent: AgentSpec, **environment: str) -> RunFiles:
+    files = RunFiles(tmp_path / "run" / "a" / "1")
+    context = AttemptContext(
+        execution_id="e",
+        subtask_id="a",
+        attempt=1,
+        prompt="do it",
+        prompt_file=str(files.prompt),
+        feedback="",
+        files=(),
+        worktree=str(tmp_path),
+        idempotency_key="k",
+        usage_file=str(files.usage),
+    )
+    write_attempt_files(
+        files,
+        spec=ResolvedSubtask(id="a", title="a", prompt="do it", agent=agent),
+        context=context,
+        base_environment={"PATH": "/bin", **environment},
+        tmux_socket=None,
+        wake_channel="w",
+        sandbox=LocalSandbox(),
+        place=AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
+    )
+    return files
+
+
+def test_the_runner_spec_holds_no_secret_the_credentials_file_its_agent_s_own(
+    tmp_path: Path,
+) -> None:
+    agent = AgentSpec(kind="shell", run="true", env={"ANTHROPIC_API_KEY": "${MY_KEY}"})
+    files = attempt_files(tmp_path, agent, MY_KEY=KEY, DEPLOY_TOKEN="deploy-9f8e7d6c")
+
+    spec = json.loads(files.spec.read_text())
+    taken = json.loads(files.credentials.read_text())
+
+    assert KEY not in files.spec.read_text() and "DEPLOY_TOKEN" not in spec["env"]
+    assert spec["credentials_path"] == str(files.credentials) and spec["env"]["PATH"] == "/bin"
+    assert taken == {"env": {"ANTHROPIC_API_KEY": KEY}, "redact": [["ANTHROPIC_API_KEY", KEY]]}
+    assert stat.S_IMODE(files.credentials.stat().st_mode) == 0o600
+
+
+def test_codex_s_endpoint_key_is_a_secret_whatever_the_plan_names_it(tmp_path: Path) -> None:
+    # codex reads its endpoint's key from the variable `key_env` names, which may be named
+    # and valued like anything else.
+    endpoint = Endpoint(url="http://127.0.0.1:8080/v1", key_env="GATEWAY")
+    files = attempt_files(tmp_path, AgentSpec(kind="codex", endpoint=endpoint), GATEWAY="plainword")
+
+    assert "GATEWAY" not in json.loads(files.spec.read_text())["env"]
+    assert json.loads(files.credentials.read_text())["env"] == {"GATEWAY": "plainword"}
+
+
+def test_an_agent_with_no_secret_gets_no_credentials_file(tmp_path: Path) -> None:
+    files = attempt_files(tmp_path, AgentSpec(kind="shell", run="true"), DEPLOY_TOKEN="d-9f8e7d6c")
+    assert "credentials_path" not in json.loads(files.spec.read_text())
+    assert not files.credentials.exists()
+
+
+def test_once_its_runner_ended_an_attempt_s_files_hold_no_secret(tmp_path: Path) -> None:
+    files = RunFiles(tmp_path)
+    url = 'postgres://u:pa"ss\\word@host/db'  # JSON writes it otherwise than it prints
+    files.output.write_text(f"connecting to {url}\n" + "x" * 3_000_000 + KEY)
+    files.exit.write_text(json.dumps({"exit_code": 0, "output_tail": f"{url} {KEY}"}))
+    files.usage.write_text(json.dumps({"summary": "all fine"}) + "\n")
+    files.credentials.write_text("{}")  # its runner never took it
+    untouched = files.usage.stat().st_ino
+
+    scrub(files, [("DATABASE_URL", url), ("API_KEY", KEY)])
+
+    output = files.output.read_text()
+    assert output.startswith("connecting to [redacted: DATABASE_URL]\n")
+    assert output.endswith("x[redacted: API_KEY]") and KEY not in output
+    tail = json.loads(files.exit.read_text())["output_tail"]
+    assert tail == "[redacted: DATABASE_URL] [redacted: API_KEY]"
+    assert files.usage.stat().st_ino == untouched  # nothing to cut out: not rewritten
+    assert not files.credentials.exists()
+
+
+def test_a_scrub_writes_nothing_through_a_link_planted_at_its_temporary_file(
+    tmp_path: Path,
+) -> None:
+    files = RunFiles(tmp_path / "run")
+    files.directory.mkdir()
+    files.output.write_text(f"the key: {KEY}\n")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    # Where the scrub writes the log anew: an agent's link, which O_TRUNC would follow.
+    (files.directory / ".output.log.scrubbed").symlink_to(mine)
+
+    scrub(files, [("API_KEY", KEY)])
+
+    assert mine.read_text() == "the user's\n"
+    assert files.output.read_text() == "the key: [redacted: API_KEY]\n"
 
 
 def test_the_local_sandbox_runs_the_agent_as_it_is() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from orchestrator.errors import EnvironmentProblem, StepFailed
 from orchestrator.tmux.interactive import tmux_version
 from orchestrator.tmux.layout import PaneRef
 from orchestrator.tmux.server import TmuxServer
-from tests.tmux.conftest import eventually, process_gone, tmux_out
+from tests.tmux.conftest import eventually, private_tmux_server, process_gone, tmux_out
 
 IDLE = ["sleep", "600"]
 
@@ -69,6 +70,40 @@ async def test_new_session_passes_environment(tmux: TmuxServer, tmp_path: Path) 
         "kairo-t", window_name="w", command=command, cwd=tmp_path, environment={"KAIRO_X": "a;"}
     )
     await eventually(lambda: out.exists() and out.read_text() == "a;\n")
+
+
+SECRETS = {
+    "DEPLOY_TOKEN": "deploy-9f8e7d6c5b4a",
+    "DATABASE_URL": "postgres://u:PASSWORD1234@db/shop",
+    "BUILD_LABEL": "ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2zA4",
+}
+
+
+async def test_a_server_we_start_keeps_no_secret_of_ours_for_its_panes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    async with private_tmux_server(monkeypatch) as tmux:
+        await _session(tmux, tmp_path)
+        global_environment = await tmux_out(tmux, "show-environment", "-g")
+        session_environment = await tmux_out(tmux, "show-environment", "-t", "=kairo-t:")
+        updated = await tmux_out(
+            tmux, "show-options", "-v", "-t", "=kairo-t:", "update-environment"
+        )
+        # What an agent's pane needs of it is there: its programs, its socket.
+        assert f"PATH={os.environ['PATH']}\n" in global_environment
+        assert f"TMUX_TMPDIR={os.environ['TMUX_TMPDIR']}\n" in global_environment
+    for value in SECRETS.values():
+        assert value not in global_environment + session_environment
+    assert updated.strip() == ""  # a client that attaches brings no SSH_AUTH_SOCK either
+
+    # The attack is real: a server started with that environment as it is keeps it all.
+    async with private_tmux_server(monkeypatch) as plain:
+        assert plain.socket_name is not None
+        await trio.run_process(["tmux", "-L", plain.socket_name, "-f", "/dev/null", "new", "-d"])
+        shown = await tmux_out(plain, "show-environment", "-g")
+    assert all(value in shown for value in SECRETS.values())
 
 
 async def test_six_agent_panes_pack_four_and_two_with_titles(

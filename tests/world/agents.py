@@ -18,8 +18,8 @@ from pathlib import Path
 
 import trio
 
-from orchestrator.runtime.attempts import RunFiles
-from orchestrator.runtime.processes import STOPPED, ShellResult
+from orchestrator.runtime.attempts import RunFiles, RunnerState
+from orchestrator.runtime.processes import STOPPED, CheckScope, ShellResult
 from orchestrator.tmux.layout import PaneRef
 from orchestrator.tmux.packing import windows_needed
 from tests.world.repository import MemoryRepository, Tree
@@ -164,6 +164,7 @@ class MemoryHost:
         env: Mapping[str, str],
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
+        scope: CheckScope | None = None,
     ) -> ShellResult:
         if stop is not None and stop.is_set():
             return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
@@ -174,8 +175,11 @@ class MemoryHost:
         await trio.sleep(self.check_seconds)
         return ShellResult(*check(self.repository.worktrees[cwd].files))
 
-    async def end_leftovers(self, marker: Mapping[str, str]) -> None:
-        return None  # a world's checks end with it
+    async def end_leftovers(self, execution_id: str, run_root: Path) -> None:
+        return None  # a world's checks end with it, and its agents hold nothing else
+
+    async def end_attempt(self, files: RunFiles, cgroup: str) -> None:
+        return None  # a world's agent starts nothing that could outlive it
 
     async def stop_group(self, pgid: int) -> None:
         for runner in list(self._running.values()):
@@ -191,11 +195,11 @@ class MemoryHost:
                 runner.scope.cancel()
                 await runner.ended.wait()
 
-    async def runner_alive(self, files: RunFiles) -> bool:
+    async def runner_state(self, files: RunFiles) -> RunnerState:
         hook, self.before_alive_check = self.before_alive_check, None
         if hook is not None:
             await hook()
-        return str(files.spec) in self._running
+        return "with_agent" if str(files.spec) in self._running else "gone"
 
     async def finished(self, subtask_id: str) -> None:
         """Once the subtask's runner has recorded its agent's exit."""
