@@ -33,6 +33,9 @@ job costs done by hand with git, tmux or sqlite3:
                    execution (synthesized in process): scripts/bench_report_html.py
     conflict_map_32  the conflict map of 32 branches, one pair in ten sharing a file
                    (scripts/bench_conflicts.py); baseline: merge-tree of every pair
+    guard_compare_ms  one look of the guard at what the user owns, finding nothing: a
+                   2,000-file checkout mid-work, 1,000 refs (scripts/bench_guard.py);
+                   baseline: `git status` in the same checkout
     hosts_3x4_speedup  `start --wait` of 24 subtasks whose agents sleep 10 s
                    (`max_parallel` 12, `placement: workers`) on workers of 4 slots on three
                    hosts of the lab of tests/hosts (network namespaces; root and initdb);
@@ -90,6 +93,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `python scripts/bench.py` from a checkout
 
 from bench_conflicts import conflict_map_pair  # noqa: E402  (a measurement of its own)
+from bench_guard import guard_compare_pair  # noqa: E402  (likewise)
 
 # The orchestrator is imported lazily, inside the measurements that call it in-process:
 # the CLI figures must not depend on what this process happens to have imported.
@@ -120,6 +124,7 @@ class Sizes:
     hosts_subtasks: int = 24  # of hosts_3x4_speedup
     hosts_sleep_s: float = 10.0  # how long each of its agents sleeps
     hosts_slots: int = 4  # each worker's
+    guard_refs: int = 1_000  # of guard_compare_ms
     runs: int = 5
     warmup: int = 1
 
@@ -140,6 +145,7 @@ TINY = Sizes(
     hosts_subtasks=6,
     hosts_sleep_s=0.2,
     hosts_slots=2,
+    guard_refs=10,
     runs=1,
     warmup=0,
 )
@@ -171,6 +177,7 @@ TARGETS: dict[str, tuple[str, Target]] = {
     "report_html_1024": ("s", Target("<= 3 s", max_value=3.0)),
     "conflict_map_32": ("s", Target("<= 1.5 s", max_value=1.5)),
     "hosts_3x4_speedup": ("s", Target("ratio <= 0.4 (2.5x faster)", max_ratio=0.4)),
+    "guard_compare_ms": ("ms", Target("<= 50 ms", max_value=50)),
 }
 
 
@@ -1138,6 +1145,14 @@ def bench_hosts(sizes: Sizes) -> Figure:
 # The table, bench.json, the command line
 
 
+def bench_guard(lab: Lab, sizes: Sizes) -> Figure:
+    """scripts/bench_guard.py: its figure in ms, with the medians of its details."""
+    run, details = guard_compare_pair(lab, sizes.repo_files, sizes.guard_refs)
+    figure = scaled(repeat("guard_compare_ms", sizes, run), 1000)
+    measured = {name: statistics.median(values[sizes.warmup :]) for name, values in details.items()}
+    return replace(figure, details=measured)
+
+
 def render(figures: list[Figure]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -1209,6 +1224,7 @@ def main(argv: list[str] | None = None) -> int:
             "conflict_map_32", sizes, conflict_map_pair(lab, sizes.repo_files, sizes.branches)
         ),
         "hosts_3x4_speedup": lambda: bench_hosts(sizes),
+        "guard_compare_ms": lambda: bench_guard(lab, sizes),
     }
     try:
         for name, measurement in measurements.items():

@@ -29,6 +29,7 @@ NAMES = {
     "conflict_map_32",
     "merge_queue_32",
     "merge_queue_32_clean",
+    "guard_compare_ms",
 } | ({"report_html_1024"} if missing() is None else set())  # it needs chromium
 NAMES |= {"hosts_3x4_speedup"} if hosts_missing() is None else set()  # root, initdb
 WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "merge_queue_32_clean", "report_html_1024"}
@@ -37,6 +38,7 @@ DETAILS = {
     "merge_queue_32": {"checks", "checks_one_by_one", "same_tree"},
     "merge_queue_32_clean": {"checks", "check_s"},
     "hosts_3x4_speedup": {"hosts_used", "same_tree"},
+    "guard_compare_ms": {"record_ms", "changed_ms", "ignored_walk_ms"},
 }
 
 

@@ -15,6 +15,7 @@ from orchestrator.core.cleanup import (
     Cleaned,
     ExecutionCleaned,
     ExecutionLeftAlone,
+    GuardRefsKept,
     IntegrationBranchKept,
     NotEnded,
     Refused,
@@ -22,10 +23,12 @@ from orchestrator.core.cleanup import (
     SpareKept,
     SparesRemoved,
 )
+from orchestrator.core.guard import GUARD_NAMESPACE
 from orchestrator.core.ids import short_id, short_id_named, subtask_branch
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import OwnershipError, StepFailed, UsageError
 from orchestrator.git.refs import branch_exists, branch_ref, delete_branch, rev_parse
+from orchestrator.git.user_state import drop_refs
 from orchestrator.git.workspace import LocalWorktreeProvider
 from orchestrator.runtime.cgroups import end_cgroups_of
 from orchestrator.runtime.edges import integration_checkout
@@ -212,6 +215,11 @@ async def _clean(project: Project, state: ExecutionState, force: bool) -> list[C
         steps.append(Removed("integration_branch", integration))  # nothing was merged
     else:
         steps.append(IntegrationBranchKept(integration))
+    guard = f"{GUARD_NAMESPACE}/{short}"
+    if state.breaches and not force:
+        steps.append(GuardRefsKept(guard))
+    elif await drop_refs(root, guard):
+        steps.append(Removed("guard_refs", guard))
     return steps
 
 

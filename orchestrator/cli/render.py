@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.core.guard import NOTHING_RESTORED
 from orchestrator.core.ids import short_id
 from orchestrator.core.inert_text import inert
 from orchestrator.core.overlaps import some_sentences
@@ -160,6 +161,11 @@ def status(document: dict[str, Any], *, every: bool = False) -> None:
         out.print(f"[yellow]overlap[/]: {as_markup(said)}")
     for said in document.get("written_by_others", ()):
         out.print(f"[red]written by another process[/]: {as_markup(said)}")
+    breaches = document.get("breaches", ())
+    for item in breaches:
+        out.print(f"[red]changed[/]: {as_markup(item['sentence'])}; {as_markup(item['restore'])}")
+    if breaches:
+        out.print(as_markup(NOTHING_RESTORED))
 
 
 def _print_table(out: Console, table: Table) -> None:

@@ -25,6 +25,7 @@ from orchestrator.app.results import (
 from orchestrator.core.cleanup import (
     Cleaned,
     ExecutionLeftAlone,
+    GuardRefsKept,
     IntegrationBranchKept,
     NotEnded,
     Removed,
@@ -164,6 +165,14 @@ def cleaned(step: Cleaned) -> str:
             return f"kept {subtask}: {message}"
         case IntegrationBranchKept(branch=branch):
             return f"kept the integration branch {branch}"
+        case Removed(kind="guard_refs", name=name):
+            return f"deleted the guard's refs {name}/"
+        case GuardRefsKept(namespace=namespace):
+            return (
+                f"kept the guard's refs {namespace}/: they keep what the changes its guard "
+                "found took from you (`kairo-orch status` lists them) from git's gc; "
+                "--force removes them"
+            )
         case RunFolderKept(folder=folder):
             return f"kept its run folder {folder} (the agents' output and logs)"
         case SparesRemoved(count=n):

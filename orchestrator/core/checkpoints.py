@@ -18,7 +18,8 @@ from orchestrator.core.state import ExecutionState
 #: 2: reasons are Reasons (code and detail), and the state holds its lifecycle anomalies.
 #: 3: an attempt holds the paths it and its branch changed.
 #: 4: an attempt holds which of its runner's records another process changed.
-FORMAT = 4
+#: 5: the state holds the guard's record and the breaches it found.
+FORMAT = 5
 
 # The events after which an attempt's work is on its branch and judged, or merged.
 SAFE_POINTS = (ev.AttemptJudged, ev.AttemptInterrupted, ev.SubtaskMerged, ev.SubtaskConflicted)

@@ -6,7 +6,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 RemovedKind = Literal[
-    "cgroup", "tmux_session", "worktree", "branch", "integration_checkout", "integration_branch"
+    "cgroup",
+    "tmux_session",
+    "worktree",
+    "branch",
+    "integration_checkout",
+    "integration_branch",
+    "guard_refs",
 ]
 
 
@@ -40,6 +46,14 @@ class IntegrationBranchKept:
 
 
 @dataclass(frozen=True)
+class GuardRefsKept:
+    """The guard's refs of an execution whose guard found changes: they keep what those
+    changes took from the user (a deleted branch's commits) from git's gc."""
+
+    namespace: str
+
+
+@dataclass(frozen=True)
 class RunFolderKept:
     """The agents' output and logs of an execution whose log is gone: the user's to read."""
 
@@ -58,7 +72,15 @@ class SpareKept:
     path: str
 
 
-Cleaned = Removed | SubtaskKept | IntegrationBranchKept | RunFolderKept | SparesRemoved | SpareKept
+Cleaned = (
+    Removed
+    | SubtaskKept
+    | IntegrationBranchKept
+    | GuardRefsKept
+    | RunFolderKept
+    | SparesRemoved
+    | SpareKept
+)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ def _running(active: Sequence[SubtaskView]) -> int:
 
 
 def _outcome(state: ExecutionState) -> ev.EndStatus:
-    if len(state.merged) == len(state.subtasks):
+    """Never COMPLETED once the guard found a change to what the user owns."""
+    if len(state.merged) == len(state.subtasks) and not state.breaches:
         return "COMPLETED"
     return "STOPPED" if state.stop is not None else "FAILED"
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from orchestrator.core.event_base import EventModel, MaybePrinted, Printed
+from orchestrator.core.guard import GuardBreached as GuardBreached
+from orchestrator.core.guard import GuardRecorded as GuardRecorded
 from orchestrator.core.merge_events import Conflict as Conflict
 from orchestrator.core.merge_events import DroppedHunk as DroppedHunk
 from orchestrator.core.merge_events import IntegrationChecked as IntegrationChecked
@@ -32,7 +34,8 @@ from orchestrator.core.upcasting import upcast
 #:    (core/os_strings.py); nothing else changed, so no upcaster: a version 3 payload
 #:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
 #: 5: `attempt_exited` says which of the runner's records another process wrote.
-SCHEMA_VERSION = 5
+#: 6: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
+SCHEMA_VERSION = 6
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 RunnerRecord = Literal["exit_record", "output_log"]
@@ -372,7 +375,9 @@ ExecutionEvent = Annotated[
     | ResolutionStarted
     | ResolutionDeclined
     | OverlapFound
-    | SubtaskAssigned,
+    | SubtaskAssigned
+    | GuardRecorded
+    | GuardBreached,
     Field(discriminator="type"),
 ]
 

@@ -50,6 +50,8 @@ class ExecutionState:
     anomalies: tuple[Anomaly, ...] = ()  # moves the lifecycle does not allow, in log order
     # `placement: workers`: each subtask's current assignment to a worker, by subtask id.
     assignments: Mapping[str, ev.SubtaskAssigned] = field(default_factory=dict)
+    guard: ev.GuardRecorded | None = None  # the record of what the user owns (guard.py)
+    breaches: tuple[ev.GuardBreached, ...] = ()  # changes to it the guard found, in order
 
     @property
     def epoch(self) -> int:

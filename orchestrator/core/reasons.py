@@ -38,6 +38,9 @@ class ReasonCode(enum.StrEnum):
     RESOLUTION_DROPPED_CHANGES = "resolution_dropped_changes"
     #: ... or left conflict markers, unmerged paths, or the merge itself unfinished.
     RESOLUTION_UNFINISHED = "resolution_unfinished"
+    #: The guard found a change to what the user owns (a ref, the git directory, the
+    #: checkout) while the subtask's agent or check ran (core/guard.py).
+    GUARD_BREACHED = "guard_breached"
     #: None of the words above: a user's constraint's own sentence, or one an old log holds
     #: that starts with a word this version does not know. The detail is the whole sentence.
     OTHER = "other"

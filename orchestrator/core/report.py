@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator.core.conflict_map import conflict_map_lines
 from orchestrator.core.continuation import api_failure, refusals_in_words
 from orchestrator.core.dag import merge_order
+from orchestrator.core.guard import NOTHING_RESTORED, breach_documents, breach_lines
 from orchestrator.core.inert_text import markdown_block, markdown_code, markdown_text
 from orchestrator.core.overlaps import overlap_documents, some_sentences
 from orchestrator.core.reasons import sentence_or_none
@@ -114,6 +115,8 @@ def build_report(state: ExecutionState, status: str) -> dict[str, Any]:
         report["overlaps"] = overlap_documents(state)
     if written := written_by_others(state):
         report["written_by_others"] = written
+    if state.breaches:
+        report["breaches"] = breach_documents(state.breaches)
     return report
 
 
@@ -223,6 +226,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["attempts"]:
         outputs = f"{report['run_root']}/<subtask>/<attempt>/output.log"
         lines.append(f"- agent output: {markdown_code(outputs)}")
+    if report.get("breaches"):  # first: it is what a reviewer must know before anything
+        lines += ["", "## Changes to what you own, found by the guard", ""]
+        lines += breach_lines(report["breaches"])
+        lines += ["", NOTHING_RESTORED]
     if report["merged"]:
         lines += ["", "## Merged", ""]
         for item in report["merged"][:MERGES_LISTED]:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.core.conflict_map import ConflictMap
+from orchestrator.core.guard import NOTHING_RESTORED
 from orchestrator.core.inert_text import html_text
 from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.report import build_report
@@ -124,8 +125,23 @@ def _header(
         )
     for said in (*report.get("anomalies", ()), *report.get("written_by_others", ())):
         lines.append(f'<p class="note">{html_text(said)}</p>')
+    lines += _breaches(report.get("breaches", ()))
     lines.append("</header>")
     return "".join(lines)
+
+
+def _breaches(breaches: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The guard's findings, each with its restoring command (core/guard.py)."""
+    if not breaches:
+        return []
+    items = "".join(
+        f"<li>{html_text(item['sentence'])}: <code>{html_text(item['restore'])}</code></li>"
+        for item in breaches
+    )
+    return [
+        '<section id="breaches" class="breaches"><h2>Changes to what you own</h2>',
+        f'<ul>{items}</ul><p class="note">{html_text(NOTHING_RESTORED)}</p></section>',
+    ]
 
 
 def _when(moment: float) -> str:

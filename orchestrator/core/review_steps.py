@@ -24,6 +24,10 @@ def next_review_step(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep
     for step in _review_steps(state):
         if step in finished:
             continue
+        if state.breaches and step not in state.review:
+            # Pushed where? A remote's URL, an `insteadOf` or a credential helper may be
+            # what was changed: nothing leaves the machine once the guard found a change.
+            return ev.ReviewStepFinished(step=step, exit_code=None, output_tail=NOT_RUN_BREACHED)
         if step == "pull_request" and finished.get("push", _PUSHED).exit_code != 0:
             return ev.ReviewStepFinished(
                 step=step, exit_code=None, output_tail="not run: the push failed"
@@ -40,5 +44,10 @@ def next_review_step(state: ExecutionState) -> ev.ExecutionEvent | RunReviewStep
         return RunReviewStep(step=step)
     return None
 
+
+NOT_RUN_BREACHED = (
+    "not run: the guard found a change to what you own (`kairo-orch status` lists it); "
+    "push the integration branch yourself once you have looked"
+)
 
 _PUSHED = ev.ReviewStepFinished(step="push", exit_code=0)  # no push configured: go on

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from orchestrator.core import events as ev
-from orchestrator.core import integration_fold
+from orchestrator.core import guard, integration_fold
 from orchestrator.core.execution_state import ExecutionState as ExecutionState
 from orchestrator.core.execution_state import ExecutionStatus as ExecutionStatus
 from orchestrator.core.execution_state import (
@@ -199,6 +199,10 @@ def apply(state: ExecutionState, event: ev.ExecutionEvent, seq: int) -> Executio
         case ev.SubtaskAssigned(subtask_id=sid):
             state.subtask(sid)  # one the plan does not name is a bug in the writer
             return replace(state, assignments={**state.assignments, sid: event})
+        case ev.GuardRecorded():
+            return replace(state, guard=event)
+        case ev.GuardBreached():
+            return _guard_breached(state, event)
     raise AssertionError(f"unhandled event {event!r}")  # pragma: no cover
 
 
@@ -216,6 +220,19 @@ def _attempt(
         after_changes=after_changes,
         resolution=resolution,
     )
+
+
+def _guard_breached(state: ExecutionState, event: ev.GuardBreached) -> ExecutionState:
+    """Each suspect's attempt is cut as a limit cuts one: a running agent is stopped, what
+    it left is set aside rather than committed, and the judgement fails it with the
+    reason. An attempt a limit or a stop cut already keeps that reason."""
+    state = replace(state, breaches=(*state.breaches, event))
+    reason = Reason(code=ReasonCode.GUARD_BREACHED, detail=guard.reason_detail(event))
+    for sid in event.subtask_ids:
+        attempt = state.subtask(sid).current_attempt
+        if attempt is not None and not attempt.finished and attempt.stopped_by is None:
+            state = update_attempt(state, sid, stopped_by=reason)
+    return state
 
 
 def _overlap_found(state: ExecutionState, event: ev.OverlapFound) -> ExecutionState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.guard import breach_documents
 from orchestrator.core.ids import attempt_output
 from orchestrator.core.overlaps import overlap_documents
 from orchestrator.core.reasons import sentence_or_none
@@ -88,6 +89,8 @@ def status_document(
         document["overlaps"] = overlap_documents(state)
     if written := written_by_others(state):  # likewise
         document["written_by_others"] = written
+    if state.breaches:  # likewise: changes to what the user owns (core/guard.py)
+        document["breaches"] = breach_documents(state.breaches)
     return document
 
 

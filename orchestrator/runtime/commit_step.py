@@ -23,7 +23,9 @@ async def commit_attempt(
     if attempt.stopped_by is not None:
         return [await _set_aside(edges, state, sid, number)]
     if attempt.resolution is not None:  # the merge it resolved, committed and checked
-        return [await resolution.commit(edges, state, sid)]
+        committed = await resolution.commit(edges, state, sid)
+        await edges.guard.settled(sid, number, Path(view.worktree))
+        return [committed]
     # The agent's own account of its work, where it gave one, as the commit's body.
     said = f"\n\n{attempt.summary.strip()}" if attempt.summary.strip() else ""
     outcome = await edges.repository.commit_all(
@@ -38,6 +40,7 @@ async def commit_attempt(
         expected_branch=view.branch,
         leave_out=view.copied,
     )
+    await edges.guard.settled(sid, number, Path(view.worktree))
     # What the branch changed since the subtask started, for feedback on the files the task
     # names: the first attempt's own change, or one git process for a later attempt's.
     branch_paths = outcome.paths

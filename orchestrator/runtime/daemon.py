@@ -19,6 +19,7 @@ import shlex
 import shutil
 import sys
 import time
+import typing
 from contextlib import closing
 from pathlib import Path
 from typing import cast
@@ -32,8 +33,8 @@ import structlog
 import trio
 
 from orchestrator import kairo_dir, logs
-from orchestrator.core.events import ExecutionCreated, StopMode
-from orchestrator.core.ids import live_view_channel
+from orchestrator.core.events import EndStatus, ExecutionCreated, StopMode
+from orchestrator.core.ids import live_view_channel, short_id
 from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.report_html import html_page
 from orchestrator.core.state import ExecutionState
@@ -51,6 +52,7 @@ from orchestrator.runtime.edge_adapters import (
     TmuxPanes,
 )
 from orchestrator.runtime.edges import Edges, integration_checkout
+from orchestrator.runtime.guard import UserGuard
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.log_witness import LogWitness
 from orchestrator.runtime.ownership import claim, owner_token
@@ -187,6 +189,9 @@ async def run_supervisor(
             looks=GitWorktreeLooks(paths.toplevel) if placement is None else None,
             resolutions=GitConflictResolutions(identity),
         )
+        if placement is None:  # placed agents run on workers' hosts, in clones of their own
+            running = await trio.to_thread.run_sync(_running_beside, store, execution_id, paths)
+            edges.guard = UserGuard(paths, identity, edges.environment, running)
         journal = Journal(
             store,
             state,
@@ -217,6 +222,17 @@ async def run_supervisor(
         await journal.set_status(final.status, release=True)
         log.info("execution_ended", status=final.status)
     return 0
+
+
+def _running_beside(store: DurableExecutionStore, execution_id: str, paths: RepoPaths) -> set[str]:
+    """The short ids of the repository's other executions that have not ended: their
+    refs move as they run, and are none of the guard's."""
+    ended = typing.get_args(EndStatus)
+    return {
+        short_id(row.execution_id)
+        for row in store.list_executions(repository=paths.key)
+        if row.execution_id != execution_id and row.status not in ended
+    }
 
 
 def _placement(

@@ -13,8 +13,10 @@ from orchestrator.core.secrets import Redactor
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.workspace_port import WorkspaceProvider
 from orchestrator.runtime.attempts import RunFiles
+from orchestrator.runtime.guard import NoGuard
 from orchestrator.runtime.ports import (
     ConflictResolutions,
+    Guard,
     Panes,
     Processes,
     Repository,
@@ -44,6 +46,9 @@ class Edges:
     #: Where a conflict is resolved by an agent (`resolve_conflicts`): None in the in-memory
     #: world, where such a step fails.
     resolutions: ConflictResolutions | None = None
+    #: Compares what the user owns with its record, after every attempt and check and
+    #: before every review step (runtime/guard.py).
+    guard: Guard = field(default_factory=NoGuard)
     #: Cuts the secrets of `environment` out of what agents and checks print.
     redactor: Redactor = field(init=False)
 

@@ -314,7 +314,8 @@ async def _await_attempt(
     record = awaited.record
     if record is None or record.interrupted:  # while we watched: its pane went, or its runner
         await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
-        return [await interrupt(edges, state, sid, rerun_interrupted=False, cause="pane")]
+        interrupted = await interrupt(edges, state, sid, rerun_interrupted=False, cause="pane")
+        return [interrupted, *_breached(await edges.guard.compare("attempt", {sid}))]
     await edges.processes.end_attempt(files, attempt_cgroup(state.execution_id, sid, number))
     # Before the scrub, which may rewrite the log itself.
     written = await trio.to_thread.run_sync(
@@ -322,7 +323,15 @@ async def _await_attempt(
     )
     await trio.to_thread.run_sync(scrub, files, edges.redactor.known)
     event = functools.partial(exited, files, sid, number, record, written_by_others=written)
-    return [await trio.to_thread.run_sync(event)]
+    exit_event = await trio.to_thread.run_sync(event)
+    # Once nothing of the attempt runs any more; its exit first: the breach, if any, then
+    # cuts an attempt that has exited.
+    breach = await edges.guard.compare("attempt", {sid})
+    return [exit_event, *_breached(breach)]
+
+
+def _breached(breach: ev.GuardBreached | None) -> list[ev.ExecutionEvent]:
+    return [breach] if breach is not None else []
 
 
 async def _run_verify(
@@ -346,13 +355,18 @@ async def _run_verify(
         stop=edges.stop_now,
         scope=CheckScope.of(state.execution_id, "verify", sid),
     )
+    # What the check left in the worktree is its own; elsewhere, what it changed is
+    # blamed on its subtask: it runs the agent's code too.
+    await edges.guard.settled(sid, command.attempt, Path(view.worktree))
+    breach = await edges.guard.compare("verify", {sid})
     return [
         ev.VerifyFinished(
             subtask_id=sid,
             attempt=command.attempt,
             exit_code=result.exit_code,
             output_tail=result.output[-OUTPUT_TAIL_BYTES:],
-        )
+        ),
+        *_breached(breach),
     ]
 
 

@@ -43,6 +43,19 @@ async def merge_subtasks(
     async with trio.open_nursery() as nursery:
         for sid in command.subtask_ids:
             nursery.start_soon(diffstat, sid)
+    # The guard holds while the branch moves: no comparison sees it half way.
+    async with edges.guard.moving_integration("merge") as moving:
+        merged = await _merge_in_turn(edges, state, command, stats, moving.heads)
+    return [*moving.events, *merged]
+
+
+async def _merge_in_turn(
+    edges: Edges,
+    state: ExecutionState,
+    command: cmd.MergeSubtask,
+    stats: dict[str, DiffStat | KairoError],
+    heads: list[str],
+) -> list[ev.ExecutionEvent]:
     events: list[ev.ExecutionEvent] = []
     head = state.integration_head
     merged_now: list[ev.SubtaskMerged] = []
@@ -60,6 +73,7 @@ async def merge_subtasks(
         events.append(event)
         if not isinstance(event, ev.SubtaskMerged):
             break
+        heads.append(event.merge_commit)  # where the guard finds the branch until logged
         head = event.merge_commit
         merged_now.append(event)
     return events

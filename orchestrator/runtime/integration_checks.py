@@ -57,13 +57,17 @@ async def check_integration(
     except KairoError as error:
         # A merge that could not be checked does not stay either.
         exit_code, output = CANNOT_RUN, f"the check could not run: {error.message}"
+    # The check ran what the merged agents wrote: a change of the user's it made is found
+    # here (and blamed on whoever else runs; these are merged already).
+    breach = await edges.guard.compare("integration_verify")
     return [
         ev.IntegrationChecked(
             subtask_ids=run,
             merge_commit=merge.merge_commit,
             exit_code=exit_code,
             output_tail=output[-OUTPUT_TAIL_BYTES:],
-        )
+        ),
+        *([breach] if breach is not None else []),
     ]
 
 
@@ -73,12 +77,16 @@ async def undo_merges(
     target = branch_ref(state.created.integration_branch)
     tip, restored = state.integration_head, _last_passed(state)
     assert tip is not None and command.subtask_id == state.unverified[0]
-    current = await edges.repository.rev_parse(target)
-    if current == tip:
-        await edges.repository.update_ref(target, new=restored, old=tip)
-    elif current != restored:
-        raise StepFailed(f"{target} moved to {current[:12]} while its merges waited for a check")
-    return [_undone(state)]
+    async with edges.guard.moving_integration("merge") as moving:
+        current = await edges.repository.rev_parse(target)
+        if current == tip:
+            moving.heads.append(restored)
+            await edges.repository.update_ref(target, new=restored, old=tip)
+        elif current != restored:
+            raise StepFailed(
+                f"{target} moved to {current[:12]} while its merges waited for a check"
+            )
+    return [*moving.events, _undone(state)]
 
 
 def _last_passed(state: ExecutionState) -> str:

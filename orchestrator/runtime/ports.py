@@ -10,20 +10,26 @@ model every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from orchestrator.core.guard import GuardBreached, Moment
 from orchestrator.git.commit import CommitOutcome
 from orchestrator.git.history import CommitSummary, DiffStat
 from orchestrator.git.merge import MergeOutcome
 from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange
 from orchestrator.runtime.attempts import RunFiles, RunnerState
+from orchestrator.runtime.guard import IntegrationMove
 from orchestrator.runtime.processes import CheckScope, ShellResult
 from orchestrator.tmux.layout import PaneRef
+
+if TYPE_CHECKING:
+    from orchestrator.runtime.journal import Journal
 
 
 class Repository(Protocol):
@@ -228,4 +234,25 @@ class ConflictResolutions(Protocol):
 
     async def take_explanation(self, path: Path) -> str:
         """The agent's explanation file, removed so that it is never committed."""
+        ...
+
+
+class Guard(Protocol):
+    """The guard of what the user owns (runtime/guard.py): `NoGuard` where nothing of
+    theirs is at hand (the in-memory world, a worker's clone)."""
+
+    async def begin(self, journal: Journal, triggers: Collection[str] = ()) -> None:
+        """Take the record, or read it back and compare (a resume)."""
+        ...
+
+    async def compare(
+        self, moment: Moment, triggers: Collection[str] = ()
+    ) -> GuardBreached | None: ...
+
+    def moving_integration(self, moment: Moment) -> AbstractAsyncContextManager[IntegrationMove]:
+        """Compare, then hold the guard while the caller moves the integration branch."""
+        ...
+
+    async def settled(self, subtask_id: str, attempt: int, worktree: Path) -> None:
+        """The worktree as its attempt's commit or check left it, to be watched."""
         ...

@@ -16,6 +16,7 @@ import trio
 
 from orchestrator.core import events as ev
 from orchestrator.core.report import build_report, to_markdown
+from orchestrator.core.review_steps import NOT_RUN_BREACHED
 from orchestrator.core.state import ExecutionState
 from orchestrator.git.invocation import hardened_settings_env
 from orchestrator.runtime.edges import Edges
@@ -43,6 +44,14 @@ def review_step_bound(state: ExecutionState, now: float) -> float:
 async def run_review_step(
     edges: Edges, state: ExecutionState, step: ev.ReviewStep
 ) -> list[ev.ExecutionEvent]:
+    # Just before anything leaves the machine, or a program of the plan runs with the
+    # user's credentials: a remote's URL or a credential helper may be what was changed.
+    breach = await edges.guard.compare("review")
+    if breach is not None:
+        return [
+            breach,
+            ev.ReviewStepFinished(step=step, exit_code=None, output_tail=NOT_RUN_BREACHED),
+        ]
     review = state.plan.review
     created = state.created
     env = {

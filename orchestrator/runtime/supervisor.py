@@ -80,6 +80,7 @@ async def supervise(
         )
         constraints = load_constraints()
         await journal.append([started])
+        unwatched: set[str] = set()  # subtasks whose agents ran while no supervisor did
         if resumed:
             # The `wait-for` clients a killed supervisor left, one per agent it awaited.
             await _release_stale_waiters(edges.panes, journal.execution_id)
@@ -87,10 +88,13 @@ async def supervise(
             # its attempts whose runners are gone left running.
             run_root = Path(journal.state.created.run_root)
             await edges.processes.end_leftovers(journal.execution_id, run_root)
-            await journal.append(
-                await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
-            )
+            reconciled = await reconcile(edges, journal.state, rerun_interrupted=rerun_interrupted)
+            unwatched = {e.subtask_id for e in reconciled if isinstance(e, ev.AttemptExited)}
+            await journal.append(reconciled)
             await journal.set_status("RUNNING")
+        # Before any agent runs: the record of what the user owns (or, resumed, a look at
+        # it against the record taken when the execution started).
+        await edges.guard.begin(journal, unwatched)
         if stop is not None:
             source = "kairo-orch stop --now" if stop == "now" else "kairo-orch stop"
             await journal.append([ev.StopRequested(mode=stop, source=source, at=time.time())])
@@ -133,6 +137,12 @@ async def _loop(
                 edges.stop_now.set()
             live = await trio.to_thread.run_sync(live_tokens, journal.state) if watching else {}
             decision = decide(journal.state, time.time(), constraints, live, journal.agenda)
+            if _ends(decision.events):
+                # A last look at what the user owns: nothing ends COMPLETED on a change.
+                breach = await edges.guard.compare("end")
+                if breach is not None:
+                    await journal.append([breach])
+                    continue
             if decision.events:
                 await journal.append(decision.events)
                 for subtask_id in _named(decision.events):
@@ -221,6 +231,10 @@ async def _carry_out(
         # Every subtask the events name: a merge step's, not its first alone.
         for subtask_id in _named(events) or [command.subtask_id]:
             await _retitle(edges, journal.state, subtask_id)
+
+
+def _ends(events: Sequence[ev.ExecutionEvent]) -> bool:
+    return any(isinstance(event, ev.ExecutionEnded) for event in events)
 
 
 def _named(events: Sequence[ev.ExecutionEvent]) -> list[str]:

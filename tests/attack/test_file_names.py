@@ -215,13 +215,13 @@ def test_a_plan_split_over_such_names_and_an_agent_saying_them_run_to_their_end(
 def test_an_execution_the_name_stopped_before_resumes(kairo: Kairo, repo: Path) -> None:
     """The state the old supervisor died in: the agent's work committed on its branch, and
     no event of it in the log, for it died making that event. Made here as the old one
-    made it: killed right after `attempt_exited` (its 7th event), the commit then made as
-    its commit step had made it."""
+    made it: killed right after `attempt_exited` (its 8th event, the guard's record one
+    of them), the commit then made as its commit step had made it."""
     name = NAMES[0]
     crashed = subprocess.run(
         [*kairo_command(), "start", str(plan(kairo, "old", {"a": writes({name: b"x"})})), "--wait"],
         cwd=repo,
-        env=dict(kairo.env, KAIRO_FAULT_CRASH_AFTER_EVENT="7"),
+        env=dict(kairo.env, KAIRO_FAULT_CRASH_AFTER_EVENT="8"),
         capture_output=True,
         text=True,
         timeout=120,

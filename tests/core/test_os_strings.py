@@ -113,7 +113,7 @@ NOT_NAMES = {
     "restored_commit", "merged_in", "base_commit", "tree", "idempotency_key", "branch",
     "integration_branch", "recovery_ref", "pane_id", "host", "worker_id", "source",
     "constraint", "plan_path", "repo_root", "git_common_dir", "worktree_root", "run_root",
-    "run_dir", "tmux_socket", "tmux_session",
+    "run_dir", "tmux_socket", "tmux_session", "record_sha256", "snapshot_commit",
 }  # fmt: skip
 NOT_NAMES_OF = {("WorkspaceCreated", "path")}  # the worktree's location
 

@@ -29,12 +29,12 @@ def test_every_word_an_old_log_may_hold_reads_as_a_code_of_today() -> None:
 
 
 def test_every_stable_word_of_cli_md_is_a_code() -> None:
-    # docs/cli.md: the words `reason` starts with, and the two this implementation adds.
+    # docs/cli.md: the words `reason` starts with, and those this implementation adds.
     promised = {
         "timeout", "max_attempts", "token_budget", "no_changes", "no_progress",
         "verify_failed", "agent_failed", "dependency", "conflict", "stopped", "interrupted",
         "integration_verify_failed", "setup_failed", "merge_failed",
-        "resolution_dropped_changes", "resolution_unfinished",
+        "resolution_dropped_changes", "resolution_unfinished", "guard_breached",
     }  # fmt: skip
     assert set(WORDS) == promised
 

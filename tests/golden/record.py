@@ -167,6 +167,20 @@ def merge_queue(s: Scratch) -> None:
     s.kairo("start", plan, "--wait")
 
 
+def guard_breached(s: Scratch) -> None:
+    """Schema version 4: the guard of what the user owns. One agent deletes a branch of
+    the user's, one writes into the user's checkout, one leaves both alone."""
+    s.git("branch", "feature")
+    plan = s.plan(
+        "version: 1\nname: golden-guard\nmax_parallel: 1\n" + AGENT + "subtasks:\n"
+        "  - id: calm\n"
+        "  - id: deleter\n    agent: {run: 'git branch -D feature && echo x > x.txt'}\n"
+        "  - id: writer\n    agent: {run: 'top=$(git worktree list --porcelain | sed -n "
+        '"1s/^worktree //p"); echo planted >> "$top/f.txt" && echo y > y.txt\'}\n'
+    )
+    s.kairo("start", plan, "--wait")
+
+
 RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "completed": completed,
     "paused": paused,
@@ -174,6 +188,7 @@ RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "conflicts_and_retries": conflicts_and_retries,
     "reasons_v2": reasons_v2,
     "merge_queue": merge_queue,
+    "guard_breached": guard_breached,
 }
 
 

@@ -16,6 +16,7 @@ def test_there_are_golden_logs_of_every_kind() -> None:
     assert logs.golden_names() == [
         "completed",
         "conflicts_and_retries",
+        "guard_breached",
         "merge_queue",
         "paused",
         "reasons_v2",
