@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from dataclasses import replace
@@ -392,7 +393,9 @@ def test_what_an_agent_goes_through_shows_while_it_runs(project: Kairo, claude: 
         wait_for(retrying, 60)
         assert seen[-1]["api_status"] == 529
         table = project.run("status").stdout
-        assert "API 529: 2 retries so far" in table
+        # the third retry may come between the view above and this table
+        retries = re.search(r"API 529: (\d) retries so far", table)
+        assert retries is not None and int(retries[1]) in (2, 3), table
         session = project.json("status")["tmux_session"]
         pane = project.tmux("capture-pane", "-p", "-t", f"={session}:agents-1.0").stdout
         assert "⟳ the API answered 529 (overloaded): retry 2 of 10" in pane

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -9,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -151,15 +153,25 @@ def start_then_kill_9(
     kairo: Kairo, runs: Path, sleep: float = 2, *, release: Path | None = None
 ) -> None:
     """Two agents running, then their supervisor killed with -9: the execution is PAUSED.
-    Their first attempts end after `sleep`, or (`release`) once that file exists."""
-    hold = f"sleep {sleep}"
-    if release is not None:
-        hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    Their first attempts end `sleep` seconds after the kill, or (`release`) once that file
+    exists: never before the kill, however slow the machine (a bare `sleep` could end them
+    before `status` names the supervisor to kill)."""
+    gate = release if release is not None else runs.with_name(f"{runs.name}.release")
+    hold = f"while [ ! -e {gate} ]; do sleep 0.05; done"
     plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold=hold))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 2)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    if release is None:
+        timer = threading.Timer(sleep, _touch, args=(gate,))
+        timer.daemon = True  # a test that ends first does not wait for it
+        timer.start()
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):  # the test's directory may be gone already
+        path.touch()
 
 
 def test_kill_9_while_two_agents_run_reattaches_them(

@@ -71,13 +71,9 @@ async def test_a_resume_ends_the_cgroups_of_its_checks_and_of_attempts_whose_run
 
         assert started["check"].wait(timeout=10) != 0 and started["gone"].wait(timeout=10) != 0
         assert started["running"].poll() is None and started["theirs"].poll() is None
-        # Other runs on this machine may hold cgroups of their own: only these executions'.
-        ours = (mine, theirs)
-        left = {
-            Path(p).name
-            for p in cgroups_named(parent, CGROUP_PREFIX)
-            if any(execution in Path(p).name for execution in ours)
-        }
+        # Other runs on this machine may hold cgroups of their own: only this test's.
+        present = {Path(p).name for p in cgroups_named(parent, CGROUP_PREFIX)}
+        left = present & {Path(process.args[3]).parent.name for process in started.values()}
         assert left == {attempt_cgroup(mine, "b", 1), attempt_cgroup(theirs, "a", 1)}
     finally:
         for process in started.values():
