@@ -19,7 +19,9 @@ def test_there_are_golden_logs_of_every_kind() -> None:
         "guard_breached",
         "merge_queue",
         "paused",
+        "paused_integrating",
         "reasons_v2",
+        "resumed",
         "stopped",
     ]
 
