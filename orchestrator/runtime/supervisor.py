@@ -66,17 +66,24 @@ async def supervise(
     rerun_interrupted: bool = False,
     stop: ev.StopMode | None = None,
     placement: Placement | None = None,
+    previous_heartbeat: float | None = None,
 ) -> ExecutionState:
     """Run the execution to its end; return the final state.
 
     A resumed supervisor first reconciles the log with the world (recovery.py), so that
     nothing it decides rests on a step the log does not know the outcome of. With `stop`,
     it stops the execution as soon as it has (`kairo-orch stop` of a paused execution).
+    `previous_heartbeat`: unix time of the last sign of life of the supervisor before (its
+    last write of the execution's row), which its start records.
     """
     # From the first moment: a stop signal that comes during recovery waits in the queue.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         started = ev.SupervisorStarted(
-            pid=os.getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            resumed=resumed,
+            at=time.time(),
+            previous_heartbeat_at=previous_heartbeat if resumed else None,
         )
         constraints = load_constraints()
         await journal.append([started])

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.runtime.state_reader import read_state
+from orchestrator.core import events as ev
+from orchestrator.core.timeline import Gap, build_timeline
+from orchestrator.runtime.state_reader import read_logged, read_state
 from orchestrator.store.sqlite import SqliteStore
 from tests.golden import logs
 
@@ -40,3 +42,23 @@ def test_a_golden_log_verifies_and_folds_as_it_did(name: str, tmp_path: Path) ->
     document, report = logs.folded(state, row)
     assert document == json.loads((folder / "status.json").read_text(encoding="utf-8"))
     assert report == (folder / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_resume_of_schema_version_6_has_its_band_from_the_last_event_before(
+    tmp_path: Path,
+) -> None:
+    """Its supervisor_started does not say when the one before was last alive: the band
+    without a supervisor starts at the last event before, as it did when it was written."""
+    database = tmp_path / "kairo.db"
+    SqliteStore(database).close()
+    row = logs.load(logs.HERE / "resumed", database)
+    with SqliteStore(database) as store:
+        state, logged = read_logged(store, row.execution_id)
+    (resumed,) = [i for i, item in enumerate(logged) if is_resume(item.event)]
+    assert build_timeline(state.plan, logged).gaps == (
+        Gap(logged[resumed - 1].at, logged[resumed].at),
+    )
+
+
+def is_resume(event: ev.ExecutionEvent) -> bool:
+    return isinstance(event, ev.SupervisorStarted) and event.resumed
