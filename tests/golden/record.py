@@ -207,8 +207,9 @@ def paused_integrating(s: Scratch) -> None:
 
 
 def resumed(s: Scratch) -> None:
-    """Schema version 6: killed with -9 while its agent ran, resumed a few heartbeats later
-    and completed (`supervisor_started` said nothing then of the last heartbeat before)."""
+    """Killed with -9 while its agent ran, resumed a few heartbeats later and completed.
+    Recorded at schema version 6 (`resumed`: its `supervisor_started` says nothing of the
+    last heartbeat before) and 7 (`resumed_v7`: it does)."""
     plan = s.plan(
         "version: 1\nname: golden-resumed\n"
         "agent: {kind: shell, run: 'sleep 12; echo x > $KAIRO_SUBTASK_ID.txt'}\n"
@@ -236,6 +237,7 @@ RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "guard_breached": guard_breached,
     "paused_integrating": paused_integrating,
     "resumed": resumed,
+    "resumed_v7": resumed,
 }
 
 
