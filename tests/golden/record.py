@@ -183,7 +183,8 @@ def guard_breached(s: Scratch) -> None:
 
 def paused_integrating(s: Scratch) -> None:
     """Schema version 6: a merge waiting for its integration check when its supervisor was
-    killed with -9 (folded then as `verifying`, the state its own `verify` has)."""
+    killed with -9 (folded then as `verifying`, the state its own `verify` has; since
+    schema version 7's code, as `integrating`)."""
     plan = s.plan(
         "version: 1\nname: golden-integrating\nintegration_verify: 'sleep 20'\n"
         + AGENT
@@ -196,7 +197,7 @@ def paused_integrating(s: Scratch) -> None:
         subtasks = document["subtasks"]
         assert isinstance(subtasks, list)
         return bool(document["integration_head"] != document["base_commit"]) and all(
-            entry["state"] == "verifying" for entry in subtasks
+            entry["state"] in ("verifying", "integrating") for entry in subtasks
         )
 
     s.until(checking)
