@@ -1,10 +1,10 @@
 """The live view's pages: a thousand subtasks do not fit a tmux pane, so the view shows
 what matters first and pages through the rest. Pure: no terminal, no store.
 
-The order: subtasks at work (preparing, running, verifying, integrating), then those whose state
-changed while the view watched, the latest first, then the rest: those that need a look
-(failed, conflicted, stopped, skipped) first, then in the plan's order (pending ones, and
-ended ones the view saw no change of).
+The order: subtasks at work (preparing, running, verifying, integrating), then those
+whose state changed while the view watched, the latest first, then the rest: those that
+need a look (failed, conflicted, stopped, skipped) first, then in the plan's order
+(pending ones, and ended ones the view saw no change of).
 """
 
 from __future__ import annotations
