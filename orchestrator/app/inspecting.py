@@ -14,6 +14,7 @@ from orchestrator.core.conflict_map import to_document
 from orchestrator.core.ids import short_id_named
 from orchestrator.core.report import build_report
 from orchestrator.core.report_html import html_page
+from orchestrator.core.timeline import unix_time
 from orchestrator.errors import UsageError
 from orchestrator.git.execution_branches import unlogged_short_ids
 from orchestrator.git.spare_pools import spares_kept
@@ -117,4 +118,11 @@ def report_html(repo: Path, store_url: str | None, execution: str | None) -> str
         document = project.document(state, row)
         root = project.paths.toplevel
     found = map_if_any(root, state)
-    return html_page(state, logged, document, now=time.time(), conflict_map=found)
+    return html_page(
+        state,
+        logged,
+        document,
+        now=time.time(),
+        conflict_map=found,
+        last_heartbeat=unix_time(row.updated_at),
+    )

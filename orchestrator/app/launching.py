@@ -14,7 +14,7 @@ from orchestrator.core.events import StopMode
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.git.spare_setting import spare_bytes, spares_to_keep
-from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.runtime.ownership import owner_token, take_claim
 from orchestrator.runtime.state_reader import advance_state
 from orchestrator.runtime.supervisor_process import daemon_arguments, supervisor_log_path
 
@@ -40,7 +40,7 @@ def launch(
     spare_bytes(os.environ)  # likewise KAIRO_SPARE_DISK
     if resume and not verified:
         project.verify(execution_id)  # a tampered log is refused before anything (exit 3)
-    row = claim(
+    claimed = take_claim(
         project.store,
         execution_id,
         owner=owner_token(),
@@ -51,8 +51,10 @@ def launch(
         execution_id,
         repo=project.paths,
         store_url=project.store_url,
-        handover_version=row.version,
+        handover_version=claimed.row.version,
         resume=resume,
+        # The last sign of life of the supervisor before, which the claim wrote over.
+        previous_write=claimed.previous_write if resume else None,
         rerun_interrupted=rerun_interrupted,
         stop=stop,
     )

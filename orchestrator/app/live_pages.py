@@ -1,10 +1,10 @@
 """The live view's pages: a thousand subtasks do not fit a tmux pane, so the view shows
 what matters first and pages through the rest. Pure: no terminal, no store.
 
-The order: subtasks at work (preparing, running, verifying), then those whose state
-changed while the view watched, the latest first, then the rest: those that need a look
-(failed, conflicted, stopped, skipped) first, then in the plan's order (pending ones, and
-ended ones the view saw no change of).
+The order: subtasks at work (preparing, running, verifying, integrating), then those
+whose state changed while the view watched, the latest first, then the rest: those that
+need a look (failed, conflicted, stopped, skipped) first, then in the plan's order
+(pending ones, and ended ones the view saw no change of).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from orchestrator.core.overlaps import some_sentences
 from orchestrator.core.views import ACTIVE, SubtaskStateName
 
 _NEEDS_A_LOOK = frozenset({"failed", "conflicted", "stopped", "skipped"})
+# At work: holding a place, or merged and under its integration check.
+_AT_WORK = ACTIVE | {"integrating"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Pager:
 
     def _rank(self, index: int, item: dict[str, Any]) -> tuple[int, int, int, int]:
         state = item["state"]
-        if state in ACTIVE:
+        if state in _AT_WORK:
             return (0, 0, 0, index)
         changed = self._changed.get(item["id"])
         if changed is not None:

@@ -27,6 +27,7 @@ _STATE_STYLE = {
     "running": "cyan",
     "preparing": "cyan",
     "verifying": "cyan",
+    "integrating": "blue",
     "conflicted": "yellow",
     "failed": "red",
     "skipped": "magenta",
@@ -62,7 +63,14 @@ def styled(word: str) -> str:
 #: shows those that need a look, and counts the rest.
 STATUS_ROWS = 40
 # Which rows come first when not all are shown: what runs, then what ended unmerged.
-_FIRST = {"preparing": 0, "running": 0, "verifying": 0, "succeeded": 1, "pending": 3}
+_FIRST = {
+    "preparing": 0,
+    "running": 0,
+    "verifying": 0,
+    "integrating": 0,
+    "succeeded": 1,
+    "pending": 3,
+}
 
 
 def shown_subtasks(

@@ -19,7 +19,8 @@ from orchestrator.core.state import ExecutionState
 #: 3: an attempt holds the paths it and its branch changed.
 #: 4: an attempt holds which of its runner's records another process changed.
 #: 5: the state holds the guard's record and the breaches it found.
-FORMAT = 5
+#: 6: a merge waiting for its integration check is `integrating`, no longer `verifying`.
+FORMAT = 6
 
 # The events after which an attempt's work is on its branch and judged, or merged.
 SAFE_POINTS = (ev.AttemptJudged, ev.AttemptInterrupted, ev.SubtaskMerged, ev.SubtaskConflicted)

@@ -79,7 +79,7 @@ def decide(
         *_stops(state, agenda, skipped),
         *skips,
         *resolutions,
-        *_schedules(state, agenda, _running(active) + len(resolutions), skipped),
+        *_schedules(state, agenda, len(active) + len(resolutions), skipped),
         *_attempt_starts(state, active, now, constraints, tokens),
         *_judgements(state, active),
     ]
@@ -100,11 +100,6 @@ def decide(
             return Decision(events=(review,))
         return Decision(events=(ev.ExecutionEnded(status=_outcome(state)),))
     return Decision(commands=tuple(commands))
-
-
-def _running(active: Sequence[SubtaskView]) -> int:
-    """The places taken: a merge waiting for its check holds none, its agent done."""
-    return sum(1 for view in active if not view.checking_integration)
 
 
 def _outcome(state: ExecutionState) -> ev.EndStatus:

@@ -35,7 +35,8 @@ from orchestrator.core.upcasting import upcast
 #:    is one of version 4, and an older kairo-orch refuses a log that may hold one.
 #: 5: `attempt_exited` says which of the runner's records another process wrote.
 #: 6: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
-SCHEMA_VERSION = 6
+#: 7: a resumed `supervisor_started` says when the supervisor before it was last alive.
+SCHEMA_VERSION = 7
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 RunnerRecord = Literal["exit_record", "output_log"]
@@ -61,6 +62,11 @@ class SupervisorStarted(EventModel):
     host: str
     resumed: bool = False
     at: float = 0.0  # unix time: the execution's wall clock runs from its first start
+    # Resumed: unix time the supervisor before last wrote the execution's row (its last
+    # heartbeat, or a later append), which the resume's claim wrote over: no supervisor
+    # ran from then on. None for a first start, and where the log does not say (before
+    # schema version 7): the last event before is all there is to go by.
+    previous_heartbeat_at: float | None = None
 
 
 class IntegrationBranchCreated(EventModel):

@@ -97,7 +97,7 @@ def watched_worktrees(state: ExecutionState) -> Iterator[tuple[str, int, str]]:
             continue
         if view.state == "conflicted" and not awaiting_resolution(state, view):
             continue  # it ended: what the user finds in it is theirs to look at
-        waiting = view.state in ("running", "verifying", "succeeded", "conflicted")
+        waiting = view.state in ("running", "verifying", "succeeded", "integrating", "conflicted")
         if waiting and not code_may_run(state, view):
             yield view.id, attempt.number, view.worktree
 

@@ -2,7 +2,7 @@
 that settle them or narrow down the culprit, and merges undone (merge_queue.py decides).
 
 The merges since the last passing check are `unverified`, in merge order, each subtask
-`verifying`. A passing check of the first N settles those N (merged). A failing one moves
+`integrating`. A passing check of the first N settles those N (merged). A failing one moves
 nothing: it says the culprit is among the first N, and a bisection checks shorter runs
 until the shortest failing run is one merge long. Then the branch goes back to the last
 commit that passed, the culprit fails, and the merges after it are made again, as are the

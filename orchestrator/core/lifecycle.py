@@ -81,17 +81,18 @@ TRANSITIONS: Mapping[Move, Transition] = MappingProxyType(
         Move.JUDGED_FAILED: _t("running", "verifying", to="failed"),
         Move.JUDGED_STOPPED: _t("running", "verifying", to="stopped"),  # by `stop --now`
         Move.MERGED: _t("succeeded", to="merged"),
-        Move.MERGED_TO_CHECK: _t("succeeded", to="verifying"),  # integration_verify to pass
-        Move.CHECK_PASSED: _t("verifying", to="merged"),
-        Move.CHECK_FAILED: _t("verifying", to="failed"),  # the merge undone
-        Move.CHECK_STOPPED: _t("verifying", to="stopped"),  # likewise, by `stop --now`
+        # Merged, `integration_verify` to pass on the integration branch.
+        Move.MERGED_TO_CHECK: _t("succeeded", to="integrating"),
+        Move.CHECK_PASSED: _t("integrating", to="merged"),
+        Move.CHECK_FAILED: _t("integrating", to="failed"),  # the merge undone
+        Move.CHECK_STOPPED: _t("integrating", to="stopped"),  # likewise, by `stop --now`
         # Merges checked in a batch (merge_queue.py): settled by a passing check of a
         # run of them; undone when one broke the check (or a stop cut it), the culprit
         # failed and the others back in the queue.
-        Move.CHECKED: _t("verifying", to="merged"),
-        Move.UNDONE_CULPRIT: _t("verifying", to="failed"),
-        Move.UNDONE_TO_MERGE_AGAIN: _t("verifying", to="succeeded"),
-        Move.UNDONE_STOPPED: _t("verifying", to="stopped"),
+        Move.CHECKED: _t("integrating", to="merged"),
+        Move.UNDONE_CULPRIT: _t("integrating", to="failed"),
+        Move.UNDONE_TO_MERGE_AGAIN: _t("integrating", to="succeeded"),
+        Move.UNDONE_STOPPED: _t("integrating", to="stopped"),
         # Its conflict was with the branch as those merges left it: it may merge now.
         Move.UNDONE_CONFLICT_AGAIN: _t("conflicted", to="succeeded"),
         Move.CONFLICTED: _t("succeeded", to="conflicted"),
@@ -100,7 +101,9 @@ TRANSITIONS: Mapping[Move, Transition] = MappingProxyType(
         Move.STOPPED: _t("pending", "preparing", "running", "verifying", to="stopped"),
         # A step of the edge failed (a worktree, a pane, a merge, a check), or a limit
         # allowed no further attempt.
-        Move.FAILED: _t("preparing", "running", "verifying", "succeeded", to="failed"),
+        Move.FAILED: _t(
+            "preparing", "running", "verifying", "succeeded", "integrating", to="failed"
+        ),
         Move.INTERRUPTED: _t("running", to="stopped"),
         Move.INTERRUPTED_RERUN: _t("running", to=None),
         Move.RERUN: _t("stopped", to="running"),  # `resume --rerun-interrupted`

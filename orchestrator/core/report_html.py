@@ -48,10 +48,12 @@ def html_page(
     *,
     now: float,
     conflict_map: ConflictMap | None = None,
+    last_heartbeat: float | None = None,
 ) -> str:
     """`document`: status --json's; `now`: the snapshot's time (a running execution's
     timeline runs up to it); `conflict_map`: what the branches that may still merge would
-    conflict on, where git could say."""
+    conflict on, where git could say; `last_heartbeat`: of a paused execution, when its
+    supervisor last wrote its row (it beat on after its last event, until it died)."""
     status = str(document["status"])
     report = build_report(state, status)
     timeline = build_timeline(state.plan, logged, end=now if status == "RUNNING" else None)
@@ -59,7 +61,7 @@ def html_page(
     subtasks = {entry["id"]: entry for entry in document["subtasks"]}
     body = "".join(
         (
-            _header(report, document, timeline, now),
+            _header(report, document, timeline, now, last_heartbeat),
             timeline_section(timeline, subtasks, places),
             usage_section(state.plan, document["subtasks"], places),
             merges_section(report["merged"]),
@@ -86,7 +88,11 @@ def html_page(
 
 
 def _header(
-    report: Mapping[str, Any], document: Mapping[str, Any], timeline: Timeline, now: float
+    report: Mapping[str, Any],
+    document: Mapping[str, Any],
+    timeline: Timeline,
+    now: float,
+    last_heartbeat: float | None,
 ) -> str:
     status = str(document["status"])
     counts = {key: len(report[key]) for key in COUNTED}
@@ -114,7 +120,8 @@ def _header(
         )
     elif status == "PAUSED":
         lines.append(
-            f'<p class="note" id="snapshot">No supervisor since {_when(timeline.end)}: '
+            f'<p class="note" id="snapshot">No supervisor since'
+            f" {_when(max(timeline.end, last_heartbeat or timeline.end))}: "
             "<code>kairo-orch resume</code> goes on with it.</p>"
         )
     for gap in timeline.gaps:

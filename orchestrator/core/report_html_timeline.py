@@ -25,7 +25,7 @@ LEGEND = (
     ("o-interrupted", "interrupted"),
     ("o-running", "running"),
     ("k-merge_queue", "waiting to merge"),
-    ("k-integration", "integration check"),
+    ("k-integration", "integrating: merged, its integration check"),
     ("m-merged", "merged"),
     ("m-conflicted", "conflicted"),
     ("gap", "no supervisor"),

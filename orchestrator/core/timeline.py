@@ -73,7 +73,8 @@ class TimelineRow:
 
 @dataclass(frozen=True)
 class Gap:
-    """No supervisor between `start` (the last event before) and `end` (its resume)."""
+    """No supervisor between `start` (the last sign of the one before: its last heartbeat,
+    or in a log that does not say, its last event) and `end` (its resume)."""
 
     start: float
     end: float
@@ -166,7 +167,7 @@ def build_timeline(
     for item in logged:
         event = item.event
         if isinstance(event, ev.SupervisorStarted) and event.resumed and item.at > previous:
-            gaps.append(Gap(previous, item.at))
+            gaps.append(Gap(_last_alive(event, previous, item.at), item.at))
         previous = item.at
         for subtask_id in ev.subtasks_named(event):
             if subtask_id in rows:
@@ -182,6 +183,15 @@ def build_timeline(
         _close_open(row, until, open_outcome)
         built.append(TimelineRow(spec.id, (*spans, *row.spans), tuple(row.marks)))
     return Timeline(start, until, tuple(built), tuple(gaps))
+
+
+def _last_alive(started: ev.SupervisorStarted, last_event: float, resumed: float) -> float:
+    """When the supervisor before `started` was last known alive: its last heartbeat, where
+    the log says (it beats on after its last event, until it dies), else its last event."""
+    heartbeat = started.previous_heartbeat_at
+    if heartbeat is None:
+        return last_event
+    return min(max(heartbeat, last_event), resumed)
 
 
 def _advance(

@@ -92,12 +92,19 @@ def _none_written_by_others(payload: Payload) -> Payload:
     return {"written_by_others": [], **payload}
 
 
+def _previous_heartbeat_unknown(payload: Payload) -> Payload:
+    """Version 6 -> 7 of `supervisor_started`: when the supervisor before it was last
+    alive was not recorded (None: the last event before it is all there is to go by)."""
+    return {"previous_heartbeat_at": None, **payload}
+
+
 #: (event type, the version it reads) -> that payload at the next version.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
     {
         **{(event_type, 1): _reason_as_data for event_type in REASON_EVENTS},
         ("attempt_committed", 2): _paths_not_recorded,
         ("attempt_exited", 4): _none_written_by_others,
+        ("supervisor_started", 6): _previous_heartbeat_unknown,
     }
 )
 

@@ -18,6 +18,7 @@ SubtaskStateName = Literal[
     "running",
     "verifying",
     "succeeded",
+    "integrating",
     "merged",
     "conflicted",
     "failed",
@@ -29,7 +30,8 @@ SubtaskStateName = Literal[
 TERMINAL: frozenset[SubtaskStateName] = frozenset(
     {"merged", "conflicted", "failed", "skipped", "stopped"}
 )
-# States that hold one of the `max_parallel` places.
+# States that hold one of the `max_parallel` places. Not `integrating`: merged, its agent
+# and its `verify` done, it waits for `integration_verify` on the integration branch.
 ACTIVE: frozenset[SubtaskStateName] = frozenset({"preparing", "running", "verifying"})
 
 
@@ -122,11 +124,6 @@ class SubtaskView:
     def resolution_attempts(self) -> int:
         """Attempts at resolving a conflict so far (one cut short by a crash not counted)."""
         return sum(1 for a in self.attempts if a.resolution is not None and not a.interrupted)
-
-    @property
-    def checking_integration(self) -> bool:
-        """Merged into the integration branch, with `integration_verify` still to pass."""
-        return self.state == "verifying" and self.merge is not None
 
     @property
     def current_attempt(self) -> AttemptView | None:

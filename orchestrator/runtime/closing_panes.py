@@ -64,11 +64,11 @@ def ended_panes(state: ExecutionState, closed: Set[str] = frozenset()) -> dict[s
         for attempt in view.attempts
         if attempt.pane_id and attempt.pane_id not in closed and moved_on(view, attempt)
     ]
-    return {pane_id: _spec(run_dir) for _, pane_id, run_dir in sorted(found)}
+    return {pane_id: runner_spec(run_dir) for _, pane_id, run_dir in sorted(found)}
 
 
 @functools.lru_cache(maxsize=4096)
-def _spec(run_dir: str) -> str:
+def runner_spec(run_dir: str) -> str:
     """An attempt's runner spec, as its pane's command names it: asked for every ended
     attempt each time a pane opens, which a plan of a thousand makes many."""
     return str(RunFiles(Path(run_dir)).spec)

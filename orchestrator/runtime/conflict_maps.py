@@ -28,7 +28,7 @@ def branches_to_map(state: ExecutionState) -> list[BranchToMap]:
     found = []
     for spec in state.plan.subtasks:
         view = state.subtask(spec.id)
-        if view.state not in _MAPPED or view.checking_integration:
+        if view.state not in _MAPPED:
             continue
         if view.start_commit is None or view.head_commit is None:
             continue  # its worktree is still being made

@@ -39,6 +39,7 @@ from orchestrator.core.report import build_report, to_markdown
 from orchestrator.core.report_html import html_page
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.status import status_document
+from orchestrator.core.timeline import unix_time
 from orchestrator.errors import KairoError, deliberate
 from orchestrator.git.remote import remote_url
 from orchestrator.git.repo import Identity, RepoPaths, discover_repo, trusted
@@ -55,7 +56,7 @@ from orchestrator.runtime.edges import Edges, integration_checkout
 from orchestrator.runtime.guard import UserGuard
 from orchestrator.runtime.journal import Journal
 from orchestrator.runtime.log_witness import LogWitness
-from orchestrator.runtime.ownership import claim, owner_token
+from orchestrator.runtime.ownership import owner_token, take_claim
 from orchestrator.runtime.placement import Placement, PlacementStore
 from orchestrator.runtime.state_reader import read_logged, read_state
 from orchestrator.runtime.supervisor import supervise
@@ -140,7 +141,10 @@ async def run_supervisor(
     resume: bool,
     rerun_interrupted: bool,
     stop: StopMode | None = None,
+    previous_write: str | None = None,
 ) -> int:
+    """`previous_write`: when the row was last written before the command that handed the
+    execution over claimed it (ownership.Claim)."""
     trusted(paths)  # found by the command that handed it over
     witness = LogWitness.of(paths.git_common_dir, execution_id)
     with open_store(store_url, git_common_dir=paths.git_common_dir) as store, closing(witness):
@@ -149,8 +153,8 @@ async def run_supervisor(
             await trio.to_thread.run_sync(store.verify, execution_id)
         me = owner_token()
         claimed_at = time.monotonic()  # the lease runs from no later than this
-        row = await trio.to_thread.run_sync(
-            lambda: claim(
+        claimed = await trio.to_thread.run_sync(
+            lambda: take_claim(
                 store,
                 execution_id,
                 owner=me,
@@ -158,6 +162,9 @@ async def run_supervisor(
                 handover_version=handover_version,
             )
         )
+        row = claimed.row
+        if handover_version is None:  # no command claimed it before: the write was ours to see
+            previous_write = claimed.previous_write
         # The chain holds; is it the log its supervisors wrote? Asked as its owner: no
         # other supervisor writes the file meanwhile (log_witness.py).
         try:
@@ -209,6 +216,7 @@ async def run_supervisor(
             rerun_interrupted=rerun_interrupted,
             stop=stop,
             placement=placement,
+            previous_heartbeat=unix_time(previous_write) if resume and previous_write else None,
         )
         await _remove_integration_checkout(edges, final)
         report = to_markdown(build_report(final, final.status))
@@ -318,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--rerun-interrupted", action="store_true")
     parser.add_argument("--stop", choices=["graceful", "now"], default=None)
+    parser.add_argument("--previous-write", default=None)
     args = parser.parse_args(argv)
     if (args.git_dir is None) != (args.git_common_dir is None):
         parser.error("--git-dir and --git-common-dir go together")
@@ -338,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 resume=args.resume,
                 rerun_interrupted=args.rerun_interrupted,
                 stop=args.stop,
+                previous_write=args.previous_write,
             )
         )
     except BaseException as error:

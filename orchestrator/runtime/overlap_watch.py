@@ -71,7 +71,6 @@ def watched(state: ExecutionState) -> list[SubtaskView]:
         view
         for view in state.subtasks.values()
         if view.state in ("running", "verifying")
-        and not view.checking_integration
         and view.worktree is not None
         and view.start_commit is not None
         and not _resolving(view)

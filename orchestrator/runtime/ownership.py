@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -87,6 +88,15 @@ def kairo_process_alive(pid: int) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    row: ExecutionRow  # as the claim left it
+    #: When the row was last written before the claim (`updated_at`): by a supervisor, its
+    #: last heartbeat, append or checkpoint, the last sign of its life that the claim
+    #: writes over (its heartbeats go on until it dies).
+    previous_write: str
+
+
 def claim(
     store: DurableExecutionStore,
     execution_id: str,
@@ -100,6 +110,20 @@ def claim(
     `handover_version` is the row version that the command which spawned us left after
     claiming the execution for us: with it, that owner's claim passes to us.
     """
+    return take_claim(
+        store, execution_id, owner=owner, status=status, handover_version=handover_version
+    ).row
+
+
+def take_claim(
+    store: DurableExecutionStore,
+    execution_id: str,
+    *,
+    owner: str,
+    status: str,
+    handover_version: int | None = None,
+) -> Claim:
+    """`claim`, saying also when the row was last written before it."""
     row = store.get_execution(execution_id)
     if row is None:
         raise OwnershipError(f"no execution {execution_id}", execution_id=execution_id)
@@ -111,7 +135,7 @@ def claim(
             execution_id=execution_id,
         )
     try:
-        return store.set_status(
+        claimed = store.set_status(
             execution_id,
             status,
             owner=owner,
@@ -123,3 +147,4 @@ def claim(
             f"execution {execution_id} was claimed by another supervisor at the same moment",
             execution_id=execution_id,
         ) from None
+    return Claim(claimed, previous_write=row.updated_at)

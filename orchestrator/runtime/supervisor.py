@@ -27,7 +27,7 @@ from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
 from orchestrator.core.views import SubtaskView
 from orchestrator.errors import KairoError
-from orchestrator.runtime.closing_panes import close_ended_panes, pane_grace
+from orchestrator.runtime.closing_panes import close_ended_panes, pane_grace, runner_spec
 from orchestrator.runtime.edges import Edges
 from orchestrator.runtime.effects import execute
 from orchestrator.runtime.journal import Journal
@@ -66,17 +66,24 @@ async def supervise(
     rerun_interrupted: bool = False,
     stop: ev.StopMode | None = None,
     placement: Placement | None = None,
+    previous_heartbeat: float | None = None,
 ) -> ExecutionState:
     """Run the execution to its end; return the final state.
 
     A resumed supervisor first reconciles the log with the world (recovery.py), so that
     nothing it decides rests on a step the log does not know the outcome of. With `stop`,
     it stops the execution as soon as it has (`kairo-orch stop` of a paused execution).
+    `previous_heartbeat`: unix time of the last sign of life of the supervisor before (its
+    last write of the execution's row), which its start records.
     """
     # From the first moment: a stop signal that comes during recovery waits in the queue.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         started = ev.SupervisorStarted(
-            pid=os.getpid(), host=socket.gethostname(), resumed=resumed, at=time.time()
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            resumed=resumed,
+            at=time.time(),
+            previous_heartbeat_at=previous_heartbeat if resumed else None,
         )
         constraints = load_constraints()
         await journal.append([started])
@@ -146,7 +153,7 @@ async def _loop(
             if decision.events:
                 await journal.append(decision.events)
                 for subtask_id in _named(decision.events):
-                    nursery.start_soon(_retitle, edges, journal.state, subtask_id)
+                    nursery.start_soon(retitle, edges.panes, journal.state, subtask_id)
                 continue
             if journal.state.ended is not None:
                 break
@@ -230,7 +237,7 @@ async def _carry_out(
         in_flight.discard(command.key)
         # Every subtask the events name: a merge step's, not its first alone.
         for subtask_id in _named(events) or [command.subtask_id]:
-            await _retitle(edges, journal.state, subtask_id)
+            await retitle(edges.panes, journal.state, subtask_id)
 
 
 def _ends(events: Sequence[ev.ExecutionEvent]) -> bool:
@@ -256,16 +263,24 @@ def _failure_events(
     return [ev.SubtaskFailed(subtask_id=command.subtask_id, reason=reason)]
 
 
-async def _retitle(edges: Edges, state: ExecutionState, subtask_id: str) -> None:
+async def retitle(panes: Panes, state: ExecutionState, subtask_id: str) -> None:
     """Keep each agent pane's title saying what became of it; cosmetic, never fatal. A
-    title it already has costs nothing (TmuxServer remembers them)."""
+    title it already has costs nothing (TmuxServer remembers them). What is logged of a
+    pane names its own subtask and attempt, not those of the step that retitles it (a
+    merge step's first subtask retitles every subtask it merged)."""
     if not subtask_id or subtask_id in state.assignments:  # its panes are its worker's
         return
-    for pane_id, title in pane_titles(subtask_id, state.subtask(subtask_id)).items():
-        try:
-            await edges.panes.set_pane_title(pane_id, title)
-        except KairoError as error:
-            log.debug("retitle_failed", pane_id=pane_id, error=error.message)
+    view = state.subtask(subtask_id)
+    titles = pane_titles(subtask_id, view)
+    for attempt in view.attempts:
+        if attempt.pane_id not in titles:
+            continue
+        with structlog.contextvars.bound_contextvars(subtask_id=subtask_id, attempt=attempt.number):
+            try:
+                spec = runner_spec(attempt.run_dir)
+                await panes.set_pane_title(attempt.pane_id, spec, titles[attempt.pane_id])
+            except KairoError as error:
+                log.debug("retitle_failed", pane_id=attempt.pane_id, error=error.message)
 
 
 def pane_titles(subtask_id: str, view: SubtaskView) -> dict[str, str]:

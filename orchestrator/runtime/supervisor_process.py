@@ -64,10 +64,12 @@ def daemon_arguments(
     resume: bool = False,
     rerun_interrupted: bool = False,
     stop: str | None = None,
+    previous_write: str | None = None,
 ) -> list[str]:
     """The arguments of `orchestrator.runtime.daemon` for `execution_id` in `repo`.
 
-    The caller has claimed the execution; `handover_version` passes that claim on.
+    The caller has claimed the execution; `handover_version` passes that claim on, and
+    `previous_write` says when the row was last written before (ownership.Claim).
     """
     arguments = [
         execution_id,
@@ -88,6 +90,8 @@ def daemon_arguments(
         arguments.append("--rerun-interrupted")
     if stop is not None:
         arguments += ["--stop", stop]
+    if previous_write is not None:
+        arguments += ["--previous-write", previous_write]
     return arguments
 
 

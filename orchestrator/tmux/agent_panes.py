@@ -227,19 +227,39 @@ class AgentPanes:
             if "can't find pane" not in error.message:
                 raise
 
-    async def set_title(self, pane_id: str, title: str) -> None:
-        """Retitle a pane (not again with the title it has, nor one closed here). A pane
-        that is gone is not an error: a title is cosmetic."""
+    async def set_title(self, pane_id: str, names: str, title: str) -> None:
+        """Retitle a pane whose command names `names` (its attempt's runner spec): not
+        again with the title it has, nor one closed here, nor one whose id a tmux server
+        started again gave another pane. A pane that is gone is not an error: a title is
+        cosmetic."""
         if self._titles.get(pane_id) == title or pane_id in self._closed:
+            return
+        if pane_id not in self._commands:  # opened before this process: ask tmux
+            text = await self._run(["list-panes", "-a", "-F", packing.PANES_FORMAT])
+            self._commands.update(packing.start_commands(text))
+        command = self._commands.get(pane_id)
+        if command is None:
+            self._gone(pane_id)
+            return
+        if names not in command:
+            log.info("tmux_pane_id_reused", pane_id=pane_id)  # another pane's now
             return
         try:
             await self._run(layout.chain(*layout.title_commands(["-t", pane_id], title)))
         except StepFailed as error:
             if "can't find pane" not in error.message:
                 raise
-            log.info("tmux_pane_gone", pane_id=pane_id)
+            self._gone(pane_id)
         else:
             self._titles[pane_id] = title
+
+    def _gone(self, pane_id: str) -> None:
+        """A pane closed behind our back (by hand, or to make room): not asked about again,
+        until a pane of that id is opened here."""
+        log.info("tmux_pane_gone", pane_id=pane_id)
+        self._closed.add(pane_id)
+        self._titles.pop(pane_id, None)
+        self._commands.pop(pane_id, None)
 
 
 def _together(batch: Sequence[_PaneRequest]) -> Placing:

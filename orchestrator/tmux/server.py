@@ -136,10 +136,11 @@ class TmuxServer:
         pane, and a pane already gone is not an error."""
         await self._agents.close(session, tuple(panes.items()))
 
-    async def set_pane_title(self, pane_id: str, title: str) -> None:
-        """Retitle a pane (not again with the title it has). A pane that is gone is not an
-        error: a title is cosmetic."""
-        await self._agents.set_title(pane_id, title)
+    async def set_pane_title(self, pane_id: str, names: str, title: str) -> None:
+        """Retitle a pane whose command names `names` (not again with the title it has):
+        a pane id is unique only within one tmux server. A pane that is gone, or that is
+        another's now, is not an error: a title is cosmetic."""
+        await self._agents.set_title(pane_id, names, title)
 
     async def respawn_pane(self, session: str, window: str, command: Sequence[str]) -> None:
         """Start `command` afresh in the pane of `session`'s `window`."""

@@ -52,3 +52,12 @@ def test_a_thousand_subtasks_page_with_an_indicator_and_stay_on_the_last_page() 
 def test_counts_say_each_state_once() -> None:
     assert counts([{"state": "merged"}]) == "1 subtask: 1 merged"
     assert counts([]) == "0 subtasks"
+
+
+def test_a_merge_under_its_integration_check_is_at_work_and_counted_as_integrating() -> None:
+    states = ["merged", "pending", "integrating", "succeeded", "running"]
+
+    page = Pager().cut(_document(states), rows=10)
+
+    assert [item["id"] for item in page.subtasks][:2] == ["s2", "s4"]
+    assert page.counts == "5 subtasks: 1 pending, 1 running, 1 succeeded, 1 integrating, 1 merged"

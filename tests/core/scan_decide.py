@@ -173,9 +173,7 @@ def _past(state_name: str) -> str:
 def _schedules(state: ExecutionState, skipped: frozenset[str]) -> Iterator[ev.SubtaskScheduled]:
     if state.stop is not None:
         return
-    free = state.plan.max_parallel - sum(
-        v.state in ACTIVE and not v.checking_integration for v in state.subtasks.values()
-    )
+    free = state.plan.max_parallel - sum(v.state in ACTIVE for v in state.subtasks.values())
     for spec in state.plan.subtasks:
         if free <= 0:
             return

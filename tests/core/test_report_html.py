@@ -7,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from orchestrator.core import events as ev
 from orchestrator.core.report_html import html_page
@@ -140,3 +141,59 @@ def test_an_agents_resolution_of_a_conflict_is_drawn_as_its_attempt() -> None:
     row = next(r for r in build_timeline(state.plan, logged).rows if r.subtask_id == sid)
     agents = [(s.attempt, s.outcome) for s in row.spans if s.kind == "agent"]
     assert agents == [(1, "accepted"), (2, "accepted")]
+
+
+def when(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _killed_and_resumed(heartbeat: float | None) -> tuple[ExecutionState, list[LoggedEvent]]:
+    """big_execution's log cut after its first attempt's exit, a supervisor killed there
+    and resumed 100 s later, whose start says `heartbeat` of the one before."""
+    state, logged = big_execution(4, max_parallel=2)
+    cut = next(i for i, item in enumerate(logged) if isinstance(item.event, ev.AttemptExited))
+    last = logged[cut - 1]
+    started = ev.SupervisorStarted(
+        pid=2, host="h", resumed=True, at=last.at + 100, previous_heartbeat_at=heartbeat
+    )
+    resumed = [
+        *logged[:cut],
+        LoggedEvent(last.seq + 1, last.at + 100, started),
+        *(replace(item, seq=item.seq + 1, at=item.at + 100) for item in logged[cut:]),
+    ]
+    return fold(state.execution_id, (item.event for item in resumed)), resumed
+
+
+def test_the_band_without_a_supervisor_starts_at_its_last_heartbeat() -> None:
+    state, logged = _killed_and_resumed(None)
+    resumed_at = next(
+        i.at for i in logged if isinstance(i.event, ev.SupervisorStarted) and i.event.resumed
+    )
+    last_event = resumed_at - 100
+    # A log that does not say (before schema version 7): from its last event, as before.
+    assert build_timeline(state.plan, logged).gaps == (Gap(last_event, resumed_at),)
+    assert "(100s): it was resumed" in page(state, logged, status=state.status)
+
+    heartbeat = last_event + 30  # it beat on after its last event, then was killed
+    state, logged = _killed_and_resumed(heartbeat)
+    assert build_timeline(state.plan, logged).gaps == (Gap(heartbeat, resumed_at),)
+    html = page(state, logged, status=state.status)
+    assert f"No supervisor from {when(heartbeat)} to {when(resumed_at)} (70s)" in html
+
+
+def test_a_paused_execution_has_had_no_supervisor_since_its_last_heartbeat() -> None:
+    state, logged = big_execution(4, max_parallel=2)
+    cut = next(i for i, item in enumerate(logged) if isinstance(item.event, ev.AttemptExited))
+    paused = logged[:cut]
+    state = fold(state.execution_id, (item.event for item in paused))
+    heartbeat = paused[-1].at + 4.0
+    html = page(state, paused, status="PAUSED")
+    assert f"No supervisor since {when(paused[-1].at)}" in html
+    html = html_page(
+        state,
+        paused,
+        status_document(state, status="PAUSED", version=1, head_seq=state.seq, head_hash="h"),
+        now=heartbeat + 60,
+        last_heartbeat=heartbeat,
+    )
+    assert f"No supervisor since {when(heartbeat)}" in html

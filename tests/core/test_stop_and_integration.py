@@ -103,7 +103,7 @@ def test_a_batch_of_one_checks_every_merge_on_its_own() -> None:
 def test_no_merge_starts_while_merges_wait_for_their_check() -> None:
     world = CheckedWorld()
     state = drive_until(start(checked_plan("a", "b")), world, lambda s: s.merged == ())
-    state = drive_until(state, world, lambda s: s.subtask("a").checking_integration)
+    state = drive_until(state, world, lambda s: s.subtask("a").state == "integrating")
     commands = decide(state).commands
     assert cmd.CheckIntegration(subtask_id="b", subtask_ids=("a", "b")) in commands
     assert not any(isinstance(c, cmd.MergeSubtask) for c in commands)
@@ -115,8 +115,38 @@ def test_merges_waiting_for_a_check_hold_no_place() -> None:
     state = finish_only(start(p), world, "a")
     state = feed(state, world.answer(state, cmd.MergeSubtask(subtask_id="a")))
     state = finish_only(state, world, "b")
-    assert state.subtask("a").checking_integration
+    assert state.subtask("a").state == "integrating"
     assert [e.subtask_id for e in decide(state).events] == ["c"]  # type: ignore[union-attr]
+
+
+def test_between_its_merge_and_its_check_a_subtask_is_integrating() -> None:
+    """Not `verifying`, which is its own `verify` running: status says so, and the check's
+    outcome moves it on (merged, here)."""
+    world = CheckedWorld()
+    p = checked_plan("a").model_copy(
+        update={"subtasks": (subtask("a").model_copy(update={"verify": "true"}),)}
+    )
+    state = start(p)
+    seen = [state.subtask("a").state]
+    while state.ended is None:
+        decision = decide(state)
+        state = feed(state, decision.events or world.answer(state, decision.commands[0]))
+        if seen[-1] != state.subtask("a").state:
+            seen.append(state.subtask("a").state)
+        if state.subtask("a").state == "integrating":
+            document = status_document(
+                state, status="RUNNING", version=1, head_seq=1, head_hash="h"
+            )
+            assert [s["state"] for s in document["subtasks"]] == ["integrating"]
+    assert seen == [
+        "pending",
+        "preparing",
+        "running",
+        "verifying",
+        "succeeded",
+        "integrating",
+        "merged",
+    ]
 
 
 def test_a_failed_check_is_bisected_to_its_culprit_and_the_rest_merge_again() -> None:
@@ -185,7 +215,7 @@ def test_dependents_of_a_merge_that_broke_the_branch_are_skipped() -> None:
 def test_a_dependent_starts_only_once_its_dependencys_run_has_passed() -> None:
     world = CheckedWorld()
     p = plan(subtask("a"), subtask("b", "a")).model_copy(update={"integration_verify": "make"})
-    state = drive_until(start(p), world, lambda s: s.subtask("a").checking_integration)
+    state = drive_until(start(p), world, lambda s: s.subtask("a").state == "integrating")
     assert not decide(state).events  # b waits for the check, not for the merge
     state = feed(state, world.answer(state, decide(state).commands[0]))
     assert state.subtask("a").state == "merged"
@@ -295,7 +325,7 @@ def test_stop_now_before_a_check_starts_starts_no_check() -> None:
 def test_stop_now_while_a_merge_is_checked_undoes_it_and_ends_the_subtask_stopped() -> None:
     world = CheckedWorld(broken_by=("a",))  # the check, cut, exits non-zero
     checked = checked_plan("a", "b")
-    state = drive_until(start(checked), world, lambda s: s.subtask("a").checking_integration)
+    state = drive_until(start(checked), world, lambda s: s.subtask("a").state == "integrating")
     state = feed(state, [ev.StopRequested(mode="now", source="kairo-orch stop --now")])
     final = run(state, world)
     view = final.subtask("a")

@@ -50,3 +50,13 @@ def test_from_record_refuses_an_event_of_a_newer_schema() -> None:
     assert ev.from_record("supervisor_started", payload, ev.SCHEMA_VERSION).pid == 1
     with pytest.raises(LogFromNewerVersion):
         ev.from_record("supervisor_started", payload, ev.SCHEMA_VERSION + 1)
+
+
+def test_a_version_6_supervisor_start_does_not_say_when_the_one_before_was_last_alive() -> None:
+    payload = {"pid": 7, "host": "h", "resumed": True, "at": 100.0}
+    assert upcast("supervisor_started", 6, payload, current=7) == {
+        "previous_heartbeat_at": None,
+        **payload,
+    }
+    started = ev.from_record("supervisor_started", payload, 6)
+    assert isinstance(started, ev.SupervisorStarted) and started.previous_heartbeat_at is None

@@ -13,11 +13,16 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.core import events as ev
+from orchestrator.core.timeline import build_timeline, unix_time
+from orchestrator.runtime.state_reader import read_logged
+from orchestrator.store.sqlite import SqliteStore
 from tests.e2e.conftest import Kairo, git, run_to_its_end
 from tests.store.tamper import tampering
 
@@ -473,3 +478,60 @@ def test_a_tmux_server_killed_under_a_live_supervisor_is_opened_again_and_it_goe
     assert views["once"]["state"] == "stopped", views["once"]
     assert "when its tmux pane went away (the tmux server killed" in views["once"]["reason"]
     assert kairo.tmux_sessions() == [kairo.json("status")["tmux_session"]]  # opened again
+
+
+HELD = """\
+version: 1
+name: held
+agent: {{kind: shell, run: "while [ ! -e {release} ]; do sleep 0.05; done; echo x > x.txt"}}
+subtasks:
+  - id: held
+"""
+
+
+def test_the_band_without_a_supervisor_starts_at_the_killed_one_s_last_heartbeat(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    """Its heartbeats go on after its last event; the resume's claim writes over the last
+    of them, so the resumed supervisor_started keeps it, and the report's band starts there."""
+    seed(repo)
+    release = tmp_path / "release"
+    plan = kairo.write_plan(HELD.format(release=release))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    execution_id = kairo.json("status")["execution_id"]
+    database = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "kairo.db"
+
+    def beat_after_the_last_event() -> bool:
+        with SqliteStore(database) as store:
+            _, logged = read_logged(store, execution_id)
+            row = store.get_execution(execution_id)
+        assert row is not None
+        running = any(isinstance(item.event, ev.AttemptPaneOpened) for item in logged)
+        return running and unix_time(row.updated_at) > logged[-1].at + 1.0
+
+    wait_for(beat_after_the_last_event, 30)
+    os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
+    with SqliteStore(database) as store:
+        _, before = read_logged(store, execution_id)
+        row = store.get_execution(execution_id)
+    assert row is not None
+    heartbeat = unix_time(row.updated_at)
+    time.sleep(1.0)
+    page = kairo.run("report", "--html").stdout  # paused: since its last heartbeat
+    said = datetime.fromtimestamp(heartbeat, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"No supervisor since {said}" in page
+    release.touch()
+    assert kairo.run("resume", "--wait").returncode == 0
+
+    with SqliteStore(database) as store:
+        state, logged = read_logged(store, execution_id)
+    resumed = next(
+        item
+        for item in logged
+        if isinstance(item.event, ev.SupervisorStarted) and item.event.resumed
+    )
+    assert isinstance(resumed.event, ev.SupervisorStarted)
+    assert resumed.event.previous_heartbeat_at == heartbeat > before[-1].at + 1.0
+    (gap,) = build_timeline(state.plan, logged).gaps
+    assert (gap.start, gap.end) == (heartbeat, resumed.at)

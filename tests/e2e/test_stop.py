@@ -225,3 +225,32 @@ def test_a_running_execution_is_not_started_twice_nor_cleaned(kairo: Kairo) -> N
     assert "removed 1 spare worktree\n" in spares.stdout
     assert kairo.run("start", str(plan), "--detach", "--fresh").returncode == 0
     assert [row["status"] for row in kairo.json("list")] == ["RUNNING", "RUNNING", "COMPLETED"]
+
+
+def test_a_merge_waiting_for_its_integration_check_is_integrating(
+    kairo: Kairo, tmp_path: Path
+) -> None:
+    """Between its merge and the end of `integration_verify` a subtask is `integrating`,
+    not `verifying` (its own `verify` ran before it was accepted)."""
+    release = tmp_path / "release"
+    plan = kairo.write_plan(
+        "version: 1\nname: checked\nverify: 'true'\n"
+        f"integration_verify: 'while [ ! -e {release} ]; do sleep 0.05; done'\n"
+        "agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}\n"
+        "subtasks:\n  - id: first\n"
+    )
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
+    seen: list[str] = []
+
+    def checked() -> bool:
+        seen.append(states(kairo)["first"])
+        return seen[-1] not in ("pending", "preparing", "running", "verifying", "succeeded")
+
+    wait_for(checked, 60)
+    status = kairo.json("status")
+    assert seen[-1] == "integrating", seen
+    assert status["integration_head"] != status["base_commit"]  # merged, and checked now
+    assert "integrating" in kairo.run("status").stdout
+    release.touch()
+    wait_for(lambda: kairo.json("status")["status"] == "COMPLETED", 60)
+    assert states(kairo) == {"first": "merged"}

@@ -181,6 +181,53 @@ def guard_breached(s: Scratch) -> None:
     s.kairo("start", plan, "--wait")
 
 
+def paused_integrating(s: Scratch) -> None:
+    """Schema version 6: a merge waiting for its integration check when its supervisor was
+    killed with -9 (folded then as `verifying`, the state its own `verify` has; since
+    schema version 7's code, as `integrating`)."""
+    plan = s.plan(
+        "version: 1\nname: golden-integrating\nintegration_verify: 'sleep 20'\n"
+        + AGENT
+        + "subtasks:\n  - id: merged-first\n"
+    )
+    s.kairo("start", plan, "--detach")
+
+    def checking() -> bool:
+        document = s.status()
+        subtasks = document["subtasks"]
+        assert isinstance(subtasks, list)
+        return bool(document["integration_head"] != document["base_commit"]) and all(
+            entry["state"] in ("verifying", "integrating") for entry in subtasks
+        )
+
+    s.until(checking)
+    pid = s.status()["supervisor_pid"]
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)
+    s.until(lambda: s.status()["status"] == "PAUSED")
+
+
+def resumed(s: Scratch) -> None:
+    """Killed with -9 while its agent ran, resumed a few heartbeats later and completed.
+    Recorded at schema version 6 (`resumed`: its `supervisor_started` says nothing of the
+    last heartbeat before) and 7 (`resumed_v7`: it does)."""
+    plan = s.plan(
+        "version: 1\nname: golden-resumed\n"
+        "agent: {kind: shell, run: 'sleep 12; echo x > $KAIRO_SUBTASK_ID.txt'}\n"
+        "subtasks:\n  - id: across\n"
+    )
+    s.kairo("start", plan, "--detach")
+    runs = s.repo / ".git" / "kairo" / "runs"
+    s.until(lambda: len(list(runs.glob("*/*/*/started.json"))) == 1)
+    time.sleep(7)  # a heartbeat (every 5 s) after the last event
+    pid = s.status()["supervisor_pid"]
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)
+    s.until(lambda: s.status()["status"] == "PAUSED")
+    time.sleep(2)
+    s.kairo("resume", "--wait")
+
+
 RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "completed": completed,
     "paused": paused,
@@ -189,6 +236,9 @@ RECORDINGS: dict[str, Callable[[Scratch], None]] = {
     "reasons_v2": reasons_v2,
     "merge_queue": merge_queue,
     "guard_breached": guard_breached,
+    "paused_integrating": paused_integrating,
+    "resumed": resumed,
+    "resumed_v7": resumed,
 }
 
 

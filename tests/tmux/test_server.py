@@ -307,7 +307,7 @@ async def test_closing_a_pane_already_gone_closes_the_others(
 
     assert [p.pane_id for p in await tmux.list_panes("kairo-t")][1:] == [refs[2].pane_id]
     # nor is a closed pane retitled (a tmux call that would fail)
-    await tmux.set_pane_title(refs[1].pane_id, "t1 · merged")
+    await tmux.set_pane_title(refs[1].pane_id, "agent-1.", "t1 · merged")
 
 
 async def test_a_pane_whose_command_names_another_is_not_closed(
@@ -322,6 +322,30 @@ async def test_a_pane_whose_command_names_another_is_not_closed(
     await resumed.close_panes("kairo-t", {refs[0].pane_id: "agent-7.", **_ours(refs, 1)})
 
     assert [p.pane_id for p in await tmux.list_panes("kairo-t")][1:] == [refs[0].pane_id]
+
+
+async def test_a_pane_whose_id_a_new_server_gave_another_is_not_retitled(
+    tmux: TmuxServer, tmp_path: Path
+) -> None:
+    # The log names an ended attempt's pane by the id a tmux server gave it; once that
+    # server was killed and started again, the id may be a running agent's pane.
+    await _session(tmux, tmp_path)
+    (before,) = await _open_in_turn(tmux, tmp_path, 1)
+    await tmux.kill_server()
+    await _session(tmux, tmp_path)
+    now = await tmux.open_agent_pane("kairo-t", title="t7", command=_agent(7), cwd=tmp_path)
+    assert now.pane_id == before.pane_id  # numbered anew
+
+    async def title() -> str:
+        return (
+            await tmux_out(tmux, "show-options", "-p", "-v", "-t", now.pane_id, "@kairo_title")
+        ).strip()
+
+    for server in (tmux, TmuxServer(tmux.socket_name)):  # this one, and a resumed one's
+        await server.set_pane_title(before.pane_id, "agent-0.", "t0 · merged")
+        assert await title() == "t7"
+    await TmuxServer(tmux.socket_name).set_pane_title(now.pane_id, "agent-7.", "t7 · merged")
+    assert await title() == "t7 · merged"
 
 
 async def test_at_the_window_bound_an_ended_pane_makes_room(
@@ -392,12 +416,12 @@ async def test_a_one_word_command_is_executed_not_given_to_a_shell(
 
 async def test_set_pane_title_and_a_pane_that_is_gone(tmux: TmuxServer, tmp_path: Path) -> None:
     pane_id = await _session(tmux, tmp_path)
-    await tmux.set_pane_title(pane_id, "merged\tok\n")
+    await tmux.set_pane_title(pane_id, "sleep", "merged\tok\n")
     assert [p.title for p in await tmux.list_panes("kairo-t")] == [r"merged\tok"]
 
     await tmux.open_agent_pane("kairo-t", title="keep", command=IDLE, cwd=tmp_path)
     await tmux_out(tmux, "kill-pane", "-t", pane_id)
-    await tmux.set_pane_title(pane_id, "too late")  # cosmetic: no error
+    await tmux.set_pane_title(pane_id, "sleep", "too late")  # cosmetic: no error
 
 
 async def test_a_pane_is_not_retitled_with_the_title_it_has(
@@ -413,11 +437,11 @@ async def test_a_pane_is_not_retitled_with_the_title_it_has(
 
     # Changed behind its back, so that a tmux call for the same title would show.
     await tmux_out(tmux, "set-option", "-p", "-t", ref.pane_id, "@kairo_title", "moved")
-    await tmux.set_pane_title(ref.pane_id, "a · running")  # the title it was opened with
+    await tmux.set_pane_title(ref.pane_id, "sleep", "a · running")  # the title it was opened with
     assert await shown() == "moved"
-    await tmux.set_pane_title(ref.pane_id, "a · verifying")
+    await tmux.set_pane_title(ref.pane_id, "sleep", "a · verifying")
     assert await shown() == "a · verifying"
-    await tmux.set_pane_title(ref.pane_id, "a · running")
+    await tmux.set_pane_title(ref.pane_id, "sleep", "a · running")
     assert await shown() == "a · running"
 
 

@@ -128,7 +128,8 @@ class MemoryHost:
     async def has_session(self, name: str) -> bool:
         return True
 
-    async def set_pane_title(self, pane_id: str, title: str) -> None:
+    async def set_pane_title(self, pane_id: str, names: str, title: str) -> None:
+        assert self.panes[pane_id] == names, f"{pane_id} is not {names}'s pane"
         self.titles[pane_id] = title
 
     async def wait_for(self, channel: str) -> None:
