@@ -119,6 +119,15 @@ async def test_merges_checked_in_a_batch_are_bisected_to_the_one_that_broke_it(
     # All six fail; s0-s2 pass; s3 alone fails: s3 is the culprit. Then s4 and s5 merge
     # again, without it, and pass.
     assert runs == [("s5", 1), ("s2", 0), ("s3", 1), ("s5", 0)]
+    # The event says which merge again, and they do, right after it.
+    [undone] = [e for e in world.events() if isinstance(e, ev.MergesUndone)]
+    assert (undone.subtask_ids, undone.culprit, undone.merge_again) == (
+        ("s3", "s4", "s5"),
+        "s3",
+        ("s4", "s5"),
+    )
+    after = world.events()[world.events().index(undone) :]
+    assert [e.subtask_id for e in after if isinstance(e, ev.SubtaskMerged)] == ["s4", "s5"]
     assert final.merged == ("s0", "s1", "s2", "s4", "s5")
     assert final.subtask("s3").reason is not None
     assert final.subtask("s3").reason.code is ReasonCode.INTEGRATION_VERIFY_FAILED
