@@ -40,7 +40,7 @@ def _outcome(attempt: AttemptView, after: AttemptView) -> str:
 
 
 def _conflicted(started: ev.ResolutionStarted) -> str:
-    """ "conflicted with fix-a, fix-b (src/x.py, src/y.py)": whose merged work, and where."""
+    """Whose merged work, and where: "conflicted with fix-a, fix-b (src/x.py, src/y.py)"."""
     who = list(dict.fromkeys(name for c in started.conflicts for name in c.with_))
     paths = [c.path for c in started.conflicts]
     where = ", ".join(paths[:PATHS_NAMED])

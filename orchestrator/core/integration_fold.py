@@ -69,9 +69,9 @@ def checked(state: ExecutionState, event: ev.IntegrationChecked) -> ExecutionSta
 def merging_again(state: ExecutionState, culprit: str | None) -> tuple[str, ...]:
     """`merges_undone.merge_again`: what merges again once the merges waiting for a check
     are undone. Those merges, but the culprit (none under `stop --now`: they stop), then
-    the subtasks that conflicted with the branch while they were on it. (Logs written
-    before it named the undone merges listed only the conflicted ones: `undone` moves each
-    undone merge by the culprit and the stop, whatever the list says.)"""
+    the subtasks that conflicted with the branch while they were on it. (Older logs list
+    only the latter: `undone` moves each undone merge by the culprit and the stop, whatever
+    the list says.)"""
     again = () if state.stop == "now" else tuple(s for s in state.unverified if s != culprit)
     return (*again, *state.conflicted_unchecked)
 

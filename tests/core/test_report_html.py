@@ -192,6 +192,9 @@ def test_a_resolved_conflict_has_a_section_of_its_own_and_is_not_shown_as_confli
     assert '<tr data-path="shared.txt"><td><code>shared.txt</code></td><td class="mono">c, a' in (
         conflicts
     )  # the map still has it
+    assert '<td>merges_undone</td><td class="mono"></td><td>undone: bad; culprit bad</td>' in (
+        section(html, "events")
+    )
 
 
 def test_the_conflicts_table_has_the_subtasks_the_header_counts_conflicted() -> None:
