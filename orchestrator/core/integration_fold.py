@@ -66,6 +66,16 @@ def checked(state: ExecutionState, event: ev.IntegrationChecked) -> ExecutionSta
     return state
 
 
+def merging_again(state: ExecutionState, culprit: str | None) -> tuple[str, ...]:
+    """`merges_undone.merge_again`: what merges again once the merges waiting for a check
+    are undone. Those merges, but the culprit (none under `stop --now`: they stop), then
+    the subtasks that conflicted with the branch while they were on it. (Older logs list
+    only the latter: `undone` moves each undone merge by the culprit and the stop, whatever
+    the list says.)"""
+    again = () if state.stop == "now" else tuple(s for s in state.unverified if s != culprit)
+    return (*again, *state.conflicted_unchecked)
+
+
 def undone(state: ExecutionState, event: ev.MergesUndone) -> ExecutionState:
     failed = state.check_failed
     check = state.plan.integration_verify
@@ -78,7 +88,8 @@ def undone(state: ExecutionState, event: ev.MergesUndone) -> ExecutionState:
         conflicted_unchecked=(),
     )
     for sid in event.merge_again:
-        state = move_subtask(state, sid, Move.UNDONE_CONFLICT_AGAIN, conflicts=(), reason=None)
+        if sid not in event.subtask_ids:  # an undone merge's own move is below
+            state = move_subtask(state, sid, Move.UNDONE_CONFLICT_AGAIN, conflicts=(), reason=None)
     for sid in event.subtask_ids:
         kept = f"the merge was undone, and its work stays on {state.subtask(sid).branch}"
         if sid == event.culprit and failed is not None:

@@ -85,8 +85,9 @@ class MergesUndone(EventModel):
     subtask_ids: tuple[str, ...]
     restored_commit: str
     culprit: str | None = None
-    # Subtasks that conflicted with the branch while these merges were on it: merged
-    # again, on the branch without them.
+    # Every subtask merged again, on the branch without these merges: those of them that
+    # are not the culprit (none under `stop --now`), then those that conflicted with the
+    # branch while they were on it. (Older logs list only the latter.)
     merge_again: tuple[str, ...] = ()
 
 

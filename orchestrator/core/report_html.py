@@ -26,6 +26,7 @@ from orchestrator.core.report_html_conflicts import (
     conflicts_of,
     map_of,
     overlaps_section,
+    resolutions_section,
 )
 from orchestrator.core.report_html_sections import (
     events_section,
@@ -65,7 +66,8 @@ def html_page(
             timeline_section(timeline, subtasks, places),
             usage_section(state.plan, document["subtasks"], places),
             merges_section(report["merged"]),
-            overlaps_section(*_conflicts_and_overlaps(state, document, conflict_map)),
+            overlaps_section(*_conflicts_and_overlaps(state, report, document, conflict_map)),
+            resolutions_section(report.get("resolutions", ())),
             failures_section(report),
             events_section(logged, state.execution_id),
         )
@@ -156,16 +158,21 @@ def _when(moment: float) -> str:
 
 
 def _conflicts_and_overlaps(
-    state: ExecutionState, document: Mapping[str, Any], conflict_map: ConflictMap | None
+    state: ExecutionState,
+    report: Mapping[str, Any],
+    document: Mapping[str, Any],
+    conflict_map: ConflictMap | None,
 ) -> tuple[list[ConflictItem], list[OverlapItem], dict[str, list[str]]]:
-    """The conflicts the log recorded, the overlaps it warned of, and the map of both with
-    what the branches still to merge would conflict on."""
-    conflicts = conflicts_of(document["subtasks"])
+    """The conflicts of the subtasks that ended conflicted (the header's count; one an agent
+    resolved is among the resolutions), the overlaps the log warned of, and the map of
+    every conflict the log recorded with what the branches still to merge would conflict
+    on."""
+    conflicts = conflicts_of(report["conflicted"])
     overlaps = [
         OverlapItem(tuple(o["subtasks"]), tuple(o["paths"]), o["sentence"])
         for o in overlap_documents(state)
     ]
-    mapped = map_of(conflicts)
+    mapped = map_of(conflicts_of(document["subtasks"]))
     for pair in conflict_map.conflicting if conflict_map is not None else ():
         for conflict in pair.conflicts:
             involved = mapped.setdefault(conflict.path, [])

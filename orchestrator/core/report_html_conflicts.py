@@ -1,8 +1,10 @@
-"""The HTML report's "Overlaps and conflict map" section, from plain data.
+"""The HTML report's "Overlaps and conflict map" and "Conflict resolutions" sections, from
+plain data.
 
-`overlaps_section` knows nothing of events or state: the page passes it the conflicts the
-log recorded (`conflicts_of`), and may pass overlap warnings and a map of which subtasks
-changed each path where it has them.
+`overlaps_section` knows nothing of events or state: the page passes it the conflicts of
+the subtasks that ended conflicted (`conflicts_of`: those the header counts; a conflict an
+agent resolved is in `resolutions_section`), and may pass overlap warnings and a map of
+which subtasks changed each path where it has them.
 """
 
 from __future__ import annotations
@@ -58,6 +60,69 @@ def map_of(conflicts: Sequence[ConflictItem]) -> dict[str, list[str]]:
             if subtask not in involved:
                 involved.append(subtask)
     return paths
+
+
+def resolutions_section(resolutions: Sequence[Mapping[str, Any]]) -> str:
+    """report --json's `resolutions`, as the Markdown's "Conflict resolutions": each attempt
+    at resolving a conflict, what collided with whom, its outcome and why, its commit, the
+    hunks it dropped (with the lines missing from the result), the agent's explanation and
+    the resolution's diff. Nothing where no agent resolved a conflict."""
+    if not resolutions:
+        return ""
+    parts = ['<section id="resolutions"><h2>Conflict resolutions</h2>']
+    for item in resolutions:
+        sid, outcome = html_text(item["subtask"]), html_text(item["outcome"])
+        why = f": {html_text(item['reason'])}" if item["reason"] else ""
+        parts.append(
+            f'<div class="resolution" data-subtask="{sid}" data-attempt="{item["attempt"]}"'
+            f' data-outcome="{outcome}"><h3><span class="mono">{sid}</span> attempt '
+            f'{item["attempt"]}: <span class="outcome o-{outcome}">{outcome}</span>{why}</h3>'
+        )
+        parts.append(
+            '<table class="resolved-conflicts"><thead><tr><th>path</th><th>kind</th>'
+            "<th>with</th></tr></thead><tbody>"
+        )
+        for conflict in item["conflicts"]:
+            others = ", ".join(conflict["with"]) or "merged work"
+            parts.append(
+                f"<tr><td><code>{html_text(conflict['path'])}</code></td>"
+                f'<td>{html_text(conflict["kind"])}</td><td class="mono">{html_text(others)}'
+                "</td></tr>"
+            )
+        parts.append("</tbody></table>")
+        merged_in = html_text(item["merged_in"][:12])
+        commit = (
+            f", resolution commit <code>{html_text(item['commit'][:12])}</code>"
+            if item["commit"]
+            else ""
+        )
+        parts.append(f'<p class="muted">Integration head <code>{merged_in}</code>{commit}.</p>')
+        if item["dropped"]:
+            parts.append('<ul class="dropped">')
+            for hunk in item["dropped"]:
+                said = " (not explained)" if hunk["hunk"] in item["unexplained"] else ""
+                lines = "".join(f"<br><code>{html_text(line)}</code>" for line in hunk["lines"])
+                parts.append(
+                    f'<li data-hunk="{html_text(hunk["hunk"])}">dropped <code>'
+                    f"{html_text(hunk['hunk'])}</code>{said}; missing from the result:"
+                    f"{lines}</li>"
+                )
+            parts.append("</ul>")
+        if item["explanation"].strip():
+            parts.append(
+                "<p>The agent's explanation:</p>"
+                f'<pre class="explanation">{html_text(item["explanation"].rstrip(), lines=True)}'
+                "</pre>"
+            )
+        if item["diff"].strip():
+            parts.append(
+                "<details><summary>its diff against the integration head</summary>"
+                f'<pre class="diff">{html_text(item["diff"].rstrip(), lines=True)}</pre>'
+                "</details>"
+            )
+        parts.append("</div>")
+    parts.append("</section>")
+    return "".join(parts)
 
 
 def overlaps_section(

@@ -209,6 +209,8 @@ def _event_words(event: ev.ExecutionEvent) -> str:
             return "accepted" if accepted else f"not accepted: {reason.code if reason else ''}"
         case ev.SubtaskMerged(diffstat=diffstat):
             return diffstat
+        case ev.MergesUndone(subtask_ids=undone, culprit=culprit):
+            return f"undone: {', '.join(undone)}" + (f"; culprit {culprit}" if culprit else "")
         case ev.SubtaskConflicted(conflicts=conflicts):
             return ", ".join(c.path for c in conflicts)
         case ev.SubtaskFailed(reason=r) | ev.SubtaskSkipped(reason=r) | ev.SubtaskStopped(reason=r):

@@ -63,6 +63,8 @@ border:1px dashed #b0bec5}.k-preparing{background:#90a4ae}
 vertical-align:middle;margin-left:6px}.meter i{position:absolute;top:0;bottom:0;left:0;
 background:var(--run)}.meter.over i{background:var(--bad)}
 .ev td{padding:1px 8px;font-size:12px}
+.resolution h3{font-size:15px;margin:14px 0 4px}.outcome{padding:0 8px;border-radius:8px;
+color:#fff}.o-refused{background:var(--bad)}
 """
 
 

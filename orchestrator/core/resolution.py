@@ -3,14 +3,16 @@
 Pure: which conflicted subtasks get an attempt at resolving, what their agent is told, and
 the mechanical check of what it made. The check never trusts the agent's word that both
 sides survived: for each conflicted path, every hunk each side made relative to the merge
-base is looked for in the resolved file, and one whose added lines are not all there, in
-order, was dropped. A dropped hunk is refused unless the agent named it, and said why, in
-a file of its own (EXPLANATION_FILE): a resolution is never silently lossy.
+base is looked for in the resolved file, and one whose added lines are not all there was
+dropped; the lines it lacks, and only those, are shown as the evidence. A dropped hunk is
+refused unless the agent named it, and said why, in a file of its own (EXPLANATION_FILE):
+a resolution is never silently lossy.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,27 +50,38 @@ def hunks(base: Sequence[str], side: Sequence[str]) -> list[Hunk]:
     return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
-def _kept_in_order(lines: Sequence[str], resolved: Sequence[str]) -> bool:
-    """Whether `lines` (blank ones aside) are all in `resolved`, in their order, trailing
-    whitespace aside."""
-    wanted = [line.rstrip() for line in lines if line.strip()]
-    found = iter(line.rstrip() for line in resolved)
-    return all(any(line == candidate for candidate in found) for line in wanted)
+def _missing(lines: Sequence[str], resolved: Counter[str]) -> list[str]:
+    """The lines (blank ones aside) that `resolved` (the result's lines, counted) lacks,
+    trailing whitespace aside: one there is not dropped, wherever it stands."""
+    left = Counter(resolved)
+    missing = []
+    for line in lines:
+        key = line.rstrip()
+        if not key.strip():
+            continue
+        if left[key]:
+            left[key] -= 1
+        else:
+            missing.append(line)
+    return missing
 
 
 def dropped_hunks(
     path: str, base: str, ours: str, theirs: str, resolved: str
 ) -> tuple[ev.DroppedHunk, ...]:
-    """The hunks of either side whose added lines the resolution lacks. A hunk that only
-    deleted lines adds none, and is never counted dropped (its deletion undone is a
-    change a reviewer sees in the resolution's diff, which the report shows)."""
-    base_lines, resolved_lines = base.splitlines(), resolved.splitlines()
+    """The hunks of either side some of whose added lines the resolution lacks, each with
+    those lines as its evidence (never one the result holds). A hunk that only deleted
+    lines adds none, and is never counted dropped (its deletion undone is a change a
+    reviewer sees in the resolution's diff, which the report shows); nor is one whose lines
+    the resolution moved (the diff shows that too)."""
+    base_lines = base.splitlines()
+    resolved_lines = Counter(line.rstrip() for line in resolved.splitlines())
     dropped = []
     for side, text in (("ours", ours), ("theirs", theirs)):
         lines = text.splitlines()
         for hunk in hunks(base_lines, lines):
-            added = lines[hunk.start : hunk.end]
-            if not added or _kept_in_order(added, resolved_lines):
+            missing = _missing(lines[hunk.start : hunk.end], resolved_lines)
+            if not missing:
                 continue
             dropped.append(
                 ev.DroppedHunk(
@@ -76,7 +89,7 @@ def dropped_hunks(
                     side=side,  # type: ignore[arg-type]
                     start=hunk.start + 1,
                     end=hunk.end,
-                    lines=tuple([line for line in added if line.strip()][:EVIDENCE_LINES]),
+                    lines=tuple(missing[:EVIDENCE_LINES]),
                 )
             )
     return tuple(dropped)

@@ -26,6 +26,10 @@ class DiffStat:
     paths: tuple[str, ...] = ()
 
 
+#: Two commits of one tree: what `diffstat` says of them, without a git process.
+NO_CHANGE = DiffStat(0, 0, 0, "")
+
+
 @dataclass(frozen=True)
 class CommitSummary:
     oid: str

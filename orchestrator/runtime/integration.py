@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import trio
-
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.reasons import Reason, ReasonCode
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
-from orchestrator.git.history import DiffStat
-from orchestrator.git.merge import Conflicted
+from orchestrator.git.history import NO_CHANGE, DiffStat
+from orchestrator.git.merge import Conflicted, Merged
 from orchestrator.git.refs import branch_ref
 from orchestrator.runtime.edges import Edges
 
@@ -28,24 +26,9 @@ async def merge_subtasks(
     """Each subtask of the step merged in turn, each its own merge commit, up to the first
     that conflicts or fails; the ones after it stay accepted, for the next step. What was
     merged before a failure is recorded with it: the ref holds it already."""
-    stats: dict[str, DiffStat | KairoError] = {}
-
-    async def diffstat(sid: str) -> None:
-        view = state.subtask(sid)
-        assert view.head_commit is not None and view.start_commit is not None
-        try:
-            stats[sid] = await edges.repository.diffstat(view.start_commit, view.head_commit)
-        except KairoError as error:
-            stats[sid] = error
-
-    # Read before any merge is written, side by side: a failure here leaves the
-    # integration branch as it was.
-    async with trio.open_nursery() as nursery:
-        for sid in command.subtask_ids:
-            nursery.start_soon(diffstat, sid)
     # The guard holds while the branch moves: no comparison sees it half way.
     async with edges.guard.moving_integration("merge") as moving:
-        merged = await _merge_in_turn(edges, state, command, stats, moving.heads)
+        merged = await _merge_in_turn(edges, state, command, moving.heads)
     return [*moving.events, *merged]
 
 
@@ -53,18 +36,14 @@ async def _merge_in_turn(
     edges: Edges,
     state: ExecutionState,
     command: cmd.MergeSubtask,
-    stats: dict[str, DiffStat | KairoError],
     heads: list[str],
 ) -> list[ev.ExecutionEvent]:
     events: list[ev.ExecutionEvent] = []
     head = state.integration_head
     merged_now: list[ev.SubtaskMerged] = []
     for sid in command.subtask_ids:
-        stat = stats[sid]
         try:
-            if isinstance(stat, KairoError):
-                raise stat
-            event = await _merge_one(edges, state, sid, stat, head, merged_now)
+            event = await _merge_one(edges, state, sid, head, merged_now, heads)
         except KairoError as error:
             if not events:
                 raise  # the step's own failure: its first subtask's, as for one alone
@@ -73,7 +52,6 @@ async def _merge_in_turn(
         events.append(event)
         if not isinstance(event, ev.SubtaskMerged):
             break
-        heads.append(event.merge_commit)  # where the guard finds the branch until logged
         head = event.merge_commit
         merged_now.append(event)
     return events
@@ -83,15 +61,16 @@ async def _merge_one(
     edges: Edges,
     state: ExecutionState,
     sid: str,
-    stat: DiffStat,
     made_on: str | None,
     merged_now: Sequence[ev.SubtaskMerged],
+    heads: list[str],
 ) -> ev.SubtaskMerged | ev.SubtaskConflicted:
     view = state.subtask(sid)
     assert view.head_commit is not None
     spec = state.spec(sid)
+    target = branch_ref(state.created.integration_branch)
     outcome = await edges.repository.merge(
-        target_ref=branch_ref(state.created.integration_branch),
+        target_ref=target,
         source_commit=view.head_commit,
         message=(
             f"kairo: merge {sid}{'' if spec.title == sid else ': ' + spec.title}\n\n"
@@ -113,6 +92,8 @@ async def _merge_one(
                 for c in outcome.conflicts
             ),
         )
+    heads.append(outcome.merge_commit)  # where the guard finds the branch until logged
+    stat = await _change_of(edges, target, outcome)
     return ev.SubtaskMerged(
         subtask_id=sid,
         merge_commit=outcome.merge_commit,
@@ -123,6 +104,25 @@ async def _merge_one(
         insertions=stat.insertions,
         deletions=stat.deletions,
     )
+
+
+async def _change_of(edges: Edges, target: str, outcome: Merged) -> DiffStat:
+    """What the merge changed on the integration branch, as git made it: the merge commit
+    against its first parent. Not the subtask's branch since it started, which, once a
+    resolution merged the integration branch into it, holds the other subtasks' work too.
+
+    A merge whose change cannot be read is taken back (a merge found already made is left
+    as it was found), so that the log never lacks a merge the branch holds."""
+    if outcome.merge_commit == outcome.previous_commit:
+        return NO_CHANGE  # the branch held it already: no commit was written
+    try:
+        return await edges.repository.diffstat(outcome.previous_commit, outcome.merge_commit)
+    except KairoError:
+        if not outcome.already_merged:
+            await edges.repository.update_ref(
+                target, new=outcome.previous_commit, old=outcome.merge_commit
+            )
+        raise
 
 
 def _touched_by_merged(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.integration_fold import merging_again
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import branch_ref
@@ -97,9 +98,10 @@ def _last_passed(state: ExecutionState) -> str:
 
 
 def _undone(state: ExecutionState) -> ev.MergesUndone:
+    culprit = state.unverified[0] if state.fails_at == 1 else None
     return ev.MergesUndone(
         subtask_ids=state.unverified,
         restored_commit=_last_passed(state),
-        culprit=state.unverified[0] if state.fails_at == 1 else None,
-        merge_again=state.conflicted_unchecked,
+        culprit=culprit,
+        merge_again=merging_again(state, culprit),
     )

@@ -9,6 +9,7 @@ from collections.abc import Collection
 
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
+from orchestrator.core.integration_fold import merging_again
 from orchestrator.core.state import ExecutionState
 
 BROKEN_OUTPUT = "E   ImportError: cannot import name 'auth'"
@@ -31,9 +32,10 @@ def check_answer(
 def undo_answer(state: ExecutionState) -> ev.MergesUndone:
     first = state.subtask(state.unverified[0]).merge
     assert first is not None
+    culprit = state.unverified[0] if state.fails_at == 1 else None
     return ev.MergesUndone(
         subtask_ids=state.unverified,
         restored_commit=first.previous_commit,
-        culprit=state.unverified[0] if state.fails_at == 1 else None,
-        merge_again=state.conflicted_unchecked,
+        culprit=culprit,
+        merge_again=merging_again(state, culprit),
     )

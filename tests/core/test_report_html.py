@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -11,11 +12,17 @@ from datetime import UTC, datetime
 
 from orchestrator.core import events as ev
 from orchestrator.core.report_html import html_page
-from orchestrator.core.report_html_conflicts import ConflictItem, OverlapItem, overlaps_section
+from orchestrator.core.report_html_conflicts import (
+    ConflictItem,
+    OverlapItem,
+    overlaps_section,
+    resolutions_section,
+)
 from orchestrator.core.report_html_timeline import ROWS_IN_A_GROUP
 from orchestrator.core.state import ExecutionState, fold
 from orchestrator.core.status import status_document
 from orchestrator.core.timeline import Gap, LoggedEvent, Timeline, build_timeline
+from tests.golden import logs
 from tests.world.big_log import T0, big_execution
 
 EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -197,3 +204,92 @@ def test_a_paused_execution_has_had_no_supervisor_since_its_last_heartbeat() -> 
         last_heartbeat=heartbeat,
     )
     assert f"No supervisor since {when(heartbeat)}" in html
+
+
+def golden(name: str) -> tuple[ExecutionState, list[LoggedEvent]]:
+    """A golden log's events, as the store gives them, and their fold."""
+    text = (logs.HERE / name / "log.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines()]
+    logged = [
+        LoggedEvent(
+            row["seq"],
+            T0 + row["seq"],
+            ev.from_record(
+                row["event_type"], json.loads(row["payload_json"]), row["schema_version"]
+            ),
+        )
+        for row in rows
+    ]
+    return fold(rows[0]["execution_id"], (item.event for item in logged)), logged
+
+
+def section(html: str, name: str) -> str:
+    start = html.index(f'<section id="{name}">')
+    return html[start : html.index("</section>", start)]
+
+
+def test_a_resolved_conflict_has_a_section_of_its_own_and_is_not_shown_as_conflicted() -> None:
+    # c conflicted with a, and its agent's resolution merged (the Markdown's "Conflict
+    # resolutions"); no subtask ended conflicted.
+    state, logged = golden("merge_queue")
+    html = page(state, logged, status="FAILED")
+    resolutions = section(html, "resolutions")
+    assert (
+        '<h2>Conflict resolutions</h2><div class="resolution" data-subtask="c" data-attempt="2"'
+        in (resolutions)
+    )
+    assert 'data-outcome="accepted"' in resolutions
+    assert '<td><code>shared.txt</code></td><td>add/add</td><td class="mono">a</td>' in (
+        resolutions
+    )
+    assert "+from c" in resolutions and "resolution commit <code>010735d67851</code>" in resolutions
+    conflicts = section(html, "conflicts")
+    assert 'id="count-conflicted" data-count="0"' in html
+    assert '<table class="conflicts">' not in conflicts  # resolved: not a row of Conflicts
+    assert '<tr data-path="shared.txt"><td><code>shared.txt</code></td><td class="mono">c, a' in (
+        conflicts
+    )  # the map still has it
+    assert '<td>merges_undone</td><td class="mono"></td><td>undone: bad; culprit bad</td>' in (
+        section(html, "events")
+    )
+
+
+def test_the_conflicts_table_has_the_subtasks_the_header_counts_conflicted() -> None:
+    state, logged = golden("conflicts_and_retries")
+    html = page(state, logged, status="FAILED")
+    counted = int(re.findall(r'id="count-conflicted" data-count="(\d+)"', html)[0])
+    table = section(html, "conflicts")
+    rows = set(re.findall(r'<tr data-subtask="([^"]+)"', table[table.index('conflicts">') :]))
+    assert (
+        counted == len(rows) == len([v for v in state.subtasks.values() if v.state == "conflicted"])
+    )
+    assert counted > 0
+    assert 'id="resolutions"' not in html  # no agent resolved anything
+
+
+def test_a_resolution_shows_the_dropped_lines_and_the_agents_word_inert() -> None:
+    html = resolutions_section(
+        [
+            {
+                "subtask": "fee",
+                "attempt": 2,
+                "merged_in": "b" * 40,
+                "conflicts": [{"path": "b.py", "kind": "content", "with": ["discount"]}],
+                "outcome": "refused",
+                "reason": "resolution_dropped_changes: theirs b.py:3-5",
+                "commit": "c" * 40,
+                "dropped": [{"hunk": "theirs b.py:3-5", "lines": ["def discount_b(n):"]}],
+                "unexplained": ["theirs b.py:3-5"],
+                "explanation": EVIL,
+                "diff": "-def discount_b(n):\n",
+            }
+        ]
+    )
+    assert 'data-subtask="fee" data-attempt="2" data-outcome="refused"' in html
+    assert (
+        '<li data-hunk="theirs b.py:3-5">dropped <code>theirs b.py:3-5</code> (not explained)'
+        in html
+    )
+    assert "<br><code>def discount_b(n):</code>" in html
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert resolutions_section([]) == ""

@@ -35,6 +35,17 @@ def test_a_line_changed_in_the_combining_counts_as_dropped() -> None:
     assert len(dropped_hunks("f", BASE, OURS, THEIRS, "a\ntheirs\nb\nours1 edited\nours2\nc\n"))
 
 
+def test_the_evidence_is_the_lines_the_result_lacks_never_one_it_holds() -> None:
+    base = "a\nz\n"
+    ours = "a\nnew1\nreturn x\nnew2\nz\n"
+    theirs = "a\nreturn x\nz\n"
+    # ours' hunk half kept: its `return x` line survives, new1 and new2 do not
+    (hunk,) = dropped_hunks("f", base, ours, theirs, "a\nreturn x\nz\n")
+    assert (hunk.label, hunk.lines) == ("ours f:2-4", ("new1", "new2"))
+    # every line kept, in another order: nothing is dropped (the diff shows the move)
+    assert dropped_hunks("f", base, ours, theirs, "a\nnew2\nreturn x\nnew1\nz\n") == ()
+
+
 def test_a_dropped_hunk_passes_only_when_named_with_a_why() -> None:
     dropped = dropped_hunks("f", BASE, OURS, THEIRS, OURS)
     assert unexplained(dropped, "") == ("theirs f:2-2",)
@@ -102,3 +113,16 @@ def test_past_a_bound_the_conflicted_paths_are_counted_not_listed() -> None:
     listed = section.count("### src/")
     assert 0 < listed < 2000
     assert f"And {2000 - listed} more conflicted path(s)" in section
+
+
+@given(lines, lines, lines, lines)
+def test_no_line_shown_as_dropped_is_in_the_result_as_often_as_the_hunk_added_it(
+    base: list[str], ours: list[str], theirs: list[str], resolved: list[str]
+) -> None:
+    def text(rows: list[str]) -> str:
+        return "".join(f"{row}\n" for row in rows)
+
+    for hunk in dropped_hunks("f", text(base), text(ours), text(theirs), text(resolved)):
+        added = (ours if hunk.side == "ours" else theirs)[hunk.start - 1 : hunk.end]
+        assert hunk.lines
+        assert all(resolved.count(line) < added.count(line) for line in hunk.lines)

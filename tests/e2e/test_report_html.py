@@ -4,8 +4,9 @@ Debian's chromium loads the page `kairo-orch report --html` wrote, from a file, 
 reviewer would open it from a pull request; the test reads the DOM and compares it with
 `status --json`, finds nothing on the console (no error, no request the page's
 Content-Security-Policy refused), and saves a screenshot beside the page in its temp dir.
-Completed and failed-and-retried executions come from the golden logs (tests/golden); a
-resumed one from a real run whose supervisor is killed with -9.
+Completed, failed-and-retried executions and one whose conflict an agent resolved come from
+the golden logs (tests/golden); a resumed one from a real run whose supervisor is killed
+with -9.
 """
 
 from __future__ import annotations
@@ -66,6 +67,20 @@ def shown(driver: Any, page: Path, screenshot: Path) -> dict[str, Any]:
             [td.text for td in tr.find_elements(By.TAG_NAME, "td")][:4]
             for tr in driver.find_elements(By.CSS_SELECTOR, "#conflicts table.conflicts tbody tr")
         ],
+        "resolutions": [
+            {
+                "subtask": div.get_attribute("data-subtask"),
+                "attempt": int(div.get_attribute("data-attempt")),
+                "outcome": div.get_attribute("data-outcome"),
+                "heading": div.find_element(By.TAG_NAME, "h3").text,
+                "with": [
+                    [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                    for tr in div.find_elements(By.CSS_SELECTOR, "table tbody tr")
+                ],
+                "shown": div.is_displayed(),
+            }
+            for div in driver.find_elements(By.CSS_SELECTOR, "#resolutions .resolution")
+        ],
         "reasons": {
             div.get_attribute("data-subtask"): div.find_element(By.CLASS_NAME, "reason").text
             for div in driver.find_elements(By.CSS_SELECTOR, "#failures .failure")
@@ -94,10 +109,29 @@ def assert_matches_status(seen: dict[str, Any], status: dict[str, Any]) -> None:
     assert seen["total"] == sum(s["tokens"] for s in subtasks)
     for key, count in seen["counts"].items():
         assert count == sum(s["state"] == key for s in subtasks), key
+    # The conflicts of the subtasks the header counts conflicted; a resolved one is among
+    # the resolutions.
     assert seen["conflicts"] == [
         [s["id"], c["path"], c["kind"], ", ".join(c["with"]) or "the base"]
         for s in subtasks
+        if s["state"] == "conflicted"
         for c in s["conflicts"]
+    ]
+    assert seen["resolutions"] == [
+        {
+            "subtask": s["id"],
+            "attempt": r["attempt"],
+            "outcome": r["outcome"],
+            "heading": f"{s['id']} attempt {r['attempt']}: {r['outcome']}"
+            + (f": {r['reason']}" if r["reason"] else ""),
+            "with": [
+                [c["path"], c["kind"], ", ".join(c["with"]) or "merged work"]
+                for c in r["conflicts"]
+            ],
+            "shown": True,
+        }
+        for s in subtasks
+        for r in s.get("resolutions", ())
     ]
     assert seen["reasons"] == {
         s["id"]: s["reason"] for s in subtasks if s["state"] in ("failed", "skipped", "stopped")
@@ -113,7 +147,9 @@ def load_golden(name: str, repo: Path) -> str:
     return logs.load(logs.HERE / name, database).execution_id
 
 
-@pytest.mark.parametrize("name", ["completed", "conflicts_and_retries", "reasons_v2"])
+@pytest.mark.parametrize(
+    "name", ["completed", "conflicts_and_retries", "reasons_v2", "merge_queue"]
+)
 def test_a_recorded_execution_s_page_shows_what_status_says(
     name: str, kairo: Kairo, tmp_path: Path
 ) -> None:
@@ -129,6 +165,11 @@ def test_a_recorded_execution_s_page_shows_what_status_says(
     assert seen["gaps"] == 0
     if name != "completed":  # sent back, then accepted or failed: each attempt a bar
         assert any(row["bars"] > 1 for row in seen["rows"].values())
+    if name == "merge_queue":  # c's conflict with a, resolved by its agent and merged
+        assert seen["counts"]["conflicted"] == 0 and seen["conflicts"] == []
+        assert [(r["subtask"], r["outcome"], r["with"]) for r in seen["resolutions"]] == [
+            ("c", "accepted", [["shared.txt", "add/add", "a"]])
+        ]
 
 
 RESUMED = """\

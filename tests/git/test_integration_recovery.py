@@ -107,7 +107,9 @@ async def test_merges_undone_but_not_recorded_are_recorded_as_undone(repo: Path)
     [again] = await execute(where, culprit_known, cmd.UndoMerges(subtask_id="s"))
     assert again == ev.MergesUndone(subtask_ids=("s",), restored_commit=base, culprit="s")
     [found] = await execute(where, waiting, check_of("s"))
-    assert found == ev.MergesUndone(subtask_ids=("s",), restored_commit=base, culprit=None)
+    assert found == ev.MergesUndone(  # no culprit known, no stop: it merges again
+        subtask_ids=("s",), restored_commit=base, culprit=None, merge_again=("s",)
+    )
 
 
 async def test_a_merge_of_the_head_made_by_someone_else_is_not_ours_to_undo(

@@ -9,6 +9,8 @@ import trio
 
 from orchestrator.core import events as ev
 from orchestrator.core.reasons import ReasonCode
+from orchestrator.errors import StepFailed
+from orchestrator.git.history import DiffStat
 from tests.world import running_world, subtask, waits_for, writes
 from tests.world.repository import Tree
 
@@ -119,11 +121,40 @@ async def test_merges_checked_in_a_batch_are_bisected_to_the_one_that_broke_it(
     # All six fail; s0-s2 pass; s3 alone fails: s3 is the culprit. Then s4 and s5 merge
     # again, without it, and pass.
     assert runs == [("s5", 1), ("s2", 0), ("s3", 1), ("s5", 0)]
+    # The event says which merge again, and they do, right after it.
+    [undone] = [e for e in world.events() if isinstance(e, ev.MergesUndone)]
+    assert (undone.subtask_ids, undone.culprit, undone.merge_again) == (
+        ("s3", "s4", "s5"),
+        "s3",
+        ("s4", "s5"),
+    )
+    after = world.events()[world.events().index(undone) :]
+    assert [e.subtask_id for e in after if isinstance(e, ev.SubtaskMerged)] == ["s4", "s5"]
     assert final.merged == ("s0", "s1", "s2", "s4", "s5")
     assert final.subtask("s3").reason is not None
     assert final.subtask("s3").reason.code is ReasonCode.INTEGRATION_VERIFY_FAILED
     files = world.integration_files()
     assert "s3.txt" not in files and {f"{sid}.txt" for sid in ids if sid != "s3"} <= set(files)
+
+
+async def test_a_merge_whose_change_cannot_be_read_is_taken_back_and_fails(tmp_path: Path) -> None:
+    agents = {"a": writes("a.txt", "A\n")}
+    async with running_world(tmp_path, {"README.md": "project\n"}, agents) as world:
+        commits, read = world.repository.commits, world.repository.diffstat
+
+        async def merges_unreadable(base: str, head: str) -> DiffStat:
+            if len(commits[head].parents) == 2:
+                raise StepFailed("git diff-tree could not read the merge")
+            return await read(base, head)
+
+        world.repository.diffstat = merges_unreadable  # type: ignore[method-assign]
+        world.create({"name": "world", "subtasks": [subtask("a")]})
+        final = await world.supervise()
+    reason = final.subtask("a").reason
+    assert reason is not None and reason.code is ReasonCode.MERGE_FAILED, reason
+    assert "could not read the merge" in reason.detail
+    assert not [e for e in world.events() if isinstance(e, ev.SubtaskMerged)]
+    assert world.integration_files() == {"README.md": "project\n"}  # as the log says
 
 
 async def test_two_subtasks_that_change_one_file_differently_conflict_on_it(
