@@ -64,7 +64,7 @@ def _judge(run: Run, tally: Tally, status: dict[str, object], expected: str) -> 
     a log that verifies; then `clean`, and nothing left."""
     tally.ended += 1
     if status["status"] != "COMPLETED":
-        tally.fail(run, f"ended {status['status']}")
+        tally.fail(run, f"ended {status['status']}{_why(status)}")
     elif run.tree_of(str(status["integration_branch"])) == expected:
         tally.same_tree += 1
     else:
@@ -73,6 +73,19 @@ def _judge(run: Run, tally: Tally, status: dict[str, object], expected: str) -> 
     if run.kairo("verify").returncode != 0:
         tally.fail(run, "its log does not verify")
     _clean(run, tally)
+
+
+def _why(status: dict[str, object]) -> str:
+    """`: ` and each subtask that did not merge, its state and reason, to replay it by."""
+    subtasks = status.get("subtasks")
+    if not isinstance(subtasks, list):
+        return ""
+    unmerged = [
+        f"{s['id']} {s['state']} ({s.get('reason') or 'no reason'})"
+        for s in subtasks
+        if s.get("state") != "merged"
+    ]
+    return f": {'; '.join(unmerged)}" if unmerged else ""
 
 
 def _clean(run: Run, tally: Tally, *args: str) -> None:
@@ -237,5 +250,5 @@ def tmux_killed(lab: Lab, tally: Tally) -> None:
     ):
         tally.same_tree += 1
     else:
-        tally.fail(run, f"ended {status['status']} after tmux was killed")
+        tally.fail(run, f"ended {status['status']} after tmux was killed{_why(status)}")
     _clean(run, tally)

@@ -164,7 +164,22 @@ def run_all(kairo: Kairo, scenarios: list[Scenario], *, baseline: bool) -> list[
                 baseline=baseline,
             )
         )
+        if runs[-1].problems():
+            _say_what_it_did(kairo.repo, status["execution_id"], scenario.name)
     return runs
+
+
+def _say_what_it_did(repo: Path, execution_id: str, subtask: str) -> None:
+    """The end of each attempt's output (the agent's tool calls and last words) on stderr,
+    for a run that missed what its scenario expects: what a failure is read by."""
+    for log in sorted(
+        (repo / ".git" / "kairo" / "runs" / execution_id / subtask).glob("*/output.log")
+    ):
+        text = log.read_bytes().decode("utf-8", "replace")
+        tail = [line for line in text.splitlines() if line.strip()][-8:]
+        printable = ("".join(c if c.isprintable() else " " for c in line) for line in tail)
+        said = "\n  ".join(printable)
+        print(f"bench-completion: {subtask} attempt {log.parent.name}:\n  {said}", file=sys.stderr)
 
 
 def _wait_for_end(kairo: Kairo, said: str, deadline: float) -> None:

@@ -41,7 +41,9 @@ def test_the_quick_bench_ends_every_misbehaving_agent_as_expected(tmp_path: Path
     gates = [r for r in runs if not r.baseline]
     baseline = [r for r in runs if r.baseline]
     assert {r.name for r in gates} == {r.name for r in baseline} and len(gates) >= 8
-    assert {r.name: r.problems() for r in gates} == {r.name: [] for r in gates}, done.stdout
+    assert {r.name: r.problems() for r in gates} == {r.name: [] for r in gates}, (
+        done.stdout + done.stderr
+    )
     assert done.returncode == 0, done.stderr
     # what the gates buy: every merge correct, where the baseline merges wrong results
     assert all(r.correct for r in gates if r.outcome == "merged")
