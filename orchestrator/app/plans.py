@@ -10,7 +10,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from orchestrator.core.dag import merge_order
-from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.plan import Limits, ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.core.plan_yaml import refuse_deep_nesting
 from orchestrator.errors import KairoError, PlanError, UsageError
@@ -140,8 +140,10 @@ def require_agent_environment(plan: ResolvedPlan) -> None:
 class PlannedSubtask:
     id: str
     agent_kind: str
-    files: int
+    files: tuple[str, ...]
     depends_on: tuple[str, ...]
+    limits: Limits
+    resolve_attempts: int  # 0: a conflict ends it
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,13 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
     for subtask_id in merge_order(resolved):
         spec = resolved.subtask(subtask_id)
         order.append(
-            PlannedSubtask(spec.id, spec.agent.kind, len(spec.files), tuple(spec.depends_on))
+            PlannedSubtask(
+                spec.id,
+                spec.agent.kind,
+                tuple(spec.files),
+                tuple(spec.depends_on),
+                spec.limits,
+                spec.resolve_attempts,
+            )
         )
     return PlanChecked(resolved.name, checked.base_commit, checked.warnings, tuple(order))
