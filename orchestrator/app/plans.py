@@ -9,6 +9,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from orchestrator.app.checkout_imports import checks_import_checkout
 from orchestrator.core.dag import merge_order
 from orchestrator.core.plan import Limits, ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
@@ -164,6 +165,15 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
     checked = read_plan(plan, paths)
     resolved = checked.loaded.plan
     require_runnable(resolved)
+    warnings = checked.warnings
+    if paths is not None:
+        warnings += checks_import_checkout(
+            resolved,
+            checked.loaded.checks_import_checkout,
+            paths.toplevel,
+            str(plan),
+            os.environ,
+        )
     order = []
     for subtask_id in merge_order(resolved):
         spec = resolved.subtask(subtask_id)
@@ -177,4 +187,4 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
                 spec.resolve_attempts,
             )
         )
-    return PlanChecked(resolved.name, checked.base_commit, checked.warnings, tuple(order))
+    return PlanChecked(resolved.name, checked.base_commit, warnings, tuple(order))
