@@ -9,8 +9,9 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from orchestrator.app.checkout_imports import checks_import_checkout
 from orchestrator.core.dag import merge_order
-from orchestrator.core.plan import ResolvedPlan
+from orchestrator.core.plan import Limits, ResolvedPlan
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.core.plan_yaml import refuse_deep_nesting
 from orchestrator.errors import KairoError, PlanError, UsageError
@@ -140,8 +141,10 @@ def require_agent_environment(plan: ResolvedPlan) -> None:
 class PlannedSubtask:
     id: str
     agent_kind: str
-    files: int
+    files: tuple[str, ...]
     depends_on: tuple[str, ...]
+    limits: Limits
+    resolve_attempts: int  # 0: a conflict ends it
 
 
 @dataclass(frozen=True)
@@ -162,10 +165,26 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
     checked = read_plan(plan, paths)
     resolved = checked.loaded.plan
     require_runnable(resolved)
+    warnings = checked.warnings
+    if paths is not None:
+        warnings += checks_import_checkout(
+            resolved,
+            checked.loaded.checks_import_checkout,
+            paths.toplevel,
+            str(plan),
+            os.environ,
+        )
     order = []
     for subtask_id in merge_order(resolved):
         spec = resolved.subtask(subtask_id)
         order.append(
-            PlannedSubtask(spec.id, spec.agent.kind, len(spec.files), tuple(spec.depends_on))
+            PlannedSubtask(
+                spec.id,
+                spec.agent.kind,
+                tuple(spec.files),
+                tuple(spec.depends_on),
+                spec.limits,
+                spec.resolve_attempts,
+            )
         )
-    return PlanChecked(resolved.name, checked.base_commit, checked.warnings, tuple(order))
+    return PlanChecked(resolved.name, checked.base_commit, warnings, tuple(order))

@@ -7,10 +7,12 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from orchestrator import kairo_dir
+from orchestrator.app.checkout_imports import checks_import_checkout
 from orchestrator.app.launcher import Launcher
 from orchestrator.app.launching import launch
 from orchestrator.app.notes import Notify, PlanWarning, UncommittedChanges
@@ -69,8 +71,9 @@ def start(
             interrupted = Interrupted(execution_id, checked.loaded.plan.name, checked.path)
             _agree_to_resume(interrupted, ask_to_resume)
             return launch(project, execution_id, launcher, resume=True, supervised=started)
-        worktree_root = ready or _ready_to_start(paths, checked)
-        execution_id = _create_execution(project, checked, worktree_root, notify)
+        execution_id = _create_execution(
+            project, checked, ready or _ready_to_start(paths, checked), notify
+        )
         return launch(project, execution_id, launcher, supervised=started)
 
 
@@ -113,19 +116,29 @@ def _one_start_at_a_time(paths: RepoPaths) -> Iterator[Callable[[], None]]:
         release()
 
 
-def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> Path:
+@dataclass(frozen=True)
+class _Ready:
+    worktree_root: Path
+    warnings: tuple[str, ...]  # of what this machine would run the plan's checks with
+
+
+def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> _Ready:
     """Refuse a plan this machine cannot run; where its worktrees go."""
-    require_runnable(checked.loaded.plan)
-    return _worktree_root(paths, checked.loaded.plan, checked.path)
+    plan = checked.loaded.plan
+    require_runnable(plan)
+    strictness = checked.loaded.checks_import_checkout
+    warnings = checks_import_checkout(
+        plan, strictness, paths.toplevel, str(checked.path), os.environ
+    )
+    return _Ready(_worktree_root(paths, plan, checked.path), warnings)
 
 
-def _create_execution(
-    project: Project, checked: PlanInRepo, worktree_root: Path, notify: Notify
-) -> str:
+def _create_execution(project: Project, checked: PlanInRepo, ready: _Ready, notify: Notify) -> str:
     plan_path = checked.path
     plan = checked.loaded.plan
+    worktree_root = ready.worktree_root
     assert checked.base_commit is not None
-    for warning in checked.warnings:
+    for warning in checked.warnings + ready.warnings:
         notify(PlanWarning(warning))
     if has_uncommitted_changes(project.paths):
         notify(UncommittedChanges(checked.base_commit))

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from orchestrator.app.plans import check_plan
+from orchestrator.app.plans import PlannedSubtask, check_plan
 from orchestrator.cli.options import common_options
 from orchestrator.cli.render import console
+from orchestrator.core.durations import format_duration
 from orchestrator.core.inert_text import inert
 
 
@@ -28,5 +29,35 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     out.print(f"plan {checked.name}: {many}{base}", markup=False)
     for position, spec in enumerate(checked.merge_order, start=1):
         after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""
-        files = f"  [{spec.files} file{'' if spec.files == 1 else 's'}]" if spec.files else ""
-        out.print(f"{position:>3}. {spec.id}  ({spec.agent_kind}){files}{after}", markup=False)
+        files = f"  [{owned_files(spec.files)}]" if spec.files else ""
+        out.print(f"{position:>3}. {spec.id}  ({spec.agent_kind}){after}{files}", markup=False)
+        out.print(f"     {bounds(spec)}", markup=False)
+
+
+#: Files named on a subtask's line; past them, a count.
+FILES_SHOWN = 4
+
+
+def owned_files(files: tuple[str, ...]) -> str:
+    """`2 files: a.py, b.py`; a long list elided: `12 files: a.py, ... and 8 more`."""
+    count = f"{len(files)} file{'' if len(files) == 1 else 's'}"
+    # Names of the repository's files: made inert.
+    named = ", ".join(inert(path) for path in files[:FILES_SHOWN])
+    more = f" and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
+    return f"{count}: {named}{more}"
+
+
+def bounds(spec: PlannedSubtask) -> str:
+    """Its limits and what a conflict of its merge comes to, as the plan's keys say them."""
+    limits = spec.limits
+    timeout = f"timeout {format_duration(limits.timeout_s)}" if limits.timeout_s else "no timeout"
+    attempts = f"at most {limits.max_attempts} attempt{'' if limits.max_attempts == 1 else 's'}"
+    budget = limits.token_budget
+    tokens = f"token budget {budget:,}" if budget is not None else "no token budget"
+    resolving = spec.resolve_attempts
+    conflicts = (
+        f"resolve_conflicts: {resolving} attempt{'' if resolving == 1 else 's'}"
+        if resolving
+        else "resolve_conflicts: off"
+    )
+    return f"limits: {timeout}, {attempts}, {tokens}; {conflicts}"

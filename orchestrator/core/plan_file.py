@@ -63,6 +63,9 @@ _SUBTASK_KEYS = {"": tuple(RawSubtask.model_fields), **_SECTIONS}
 class LoadedPlan:
     plan: ResolvedPlan
     warnings: tuple[str, ...] = ()  # `file:line:col: sentence`, in file order
+    # `checks_import_checkout`: a key of `validate` and `start` only, so no part of the
+    # plan the event log records
+    checks_import_checkout: str = "warn"
 
 
 def load_plan(text: str, filename: str, tracked_files: Sequence[str] | None) -> LoadedPlan:
@@ -102,7 +105,8 @@ def load_plan(text: str, filename: str, tracked_files: Sequence[str] | None) -> 
         agent_known,
         tracked_files,
     ).resolve()
-    return LoadedPlan(plan=plan, warnings=warnings)
+    strictness = head.checks_import_checkout if head is not None else "warn"
+    return LoadedPlan(plan=plan, warnings=warnings, checks_import_checkout=strictness)
 
 
 def _raw_id(item: Any) -> str | None:

@@ -260,6 +260,8 @@ class RawPlan(_Raw):
     limits: RawLimits | None = None
     execution_limits: RawExecutionLimits | None = None
     resolve_conflicts: ResolveConflicts | None = None
+    # What `validate` and `start` make of a check that would test the checkout (docs/plan.md)
+    checks_import_checkout: Literal["warn", "error", "off"] = "warn"
     subtasks: Annotated[list[Any], Field(min_length=1)]  # each validated on its own
 
     def resolve_attempts(self, subtask: RawSubtask) -> int:

@@ -126,6 +126,23 @@ class WorkerHost:
                     log.warning("commands_not_taken", error=problem.message)
                     await trio.sleep(LOOK_EVERY_S)
             nursery.cancel_scope.cancel()
+        await self._end_tmux_server_unless_agents_run()
+
+    async def _end_tmux_server_unless_agents_run(self) -> None:
+        """A stopped worker's tmux server holds only the placeholder windows its sessions
+        opened with, unless an agent of its still runs there: that one is left to finish
+        (a later worker adopts what it leaves), the rest is ended rather than kept for
+        ever."""
+        panes = TmuxPanes(self._tmux_socket)
+        try:
+            windows = await panes.live_pane_windows()
+            agents = [window for window in windows if window != _FIRST_WINDOW]
+            if agents:
+                log.warning("tmux_server_left", socket=self._tmux_socket, agent_panes=len(agents))
+                return
+            await panes.kill_server()
+        except KairoError as failed:  # the worker stops all the same
+            log.warning("tmux_server_not_ended", socket=self._tmux_socket, error=failed.message)
 
     async def _carry_out(self, queued: Queued) -> None:
         command = command_from_record(queued.command)

@@ -170,6 +170,15 @@ class TmuxServer:
         found = (line.partition("\t") for line in (text or "").splitlines())
         return {name: Path(path) for name, _, path in found}
 
+    async def live_pane_windows(self) -> list[str]:
+        """The window of each pane of the server whose program still runs; none when no
+        server runs."""
+        text = await self._run_if_serving(
+            ["list-panes", "-a", "-F", "#{pane_dead}\t#{window_name}"]
+        )
+        found = (line.partition("\t") for line in (text or "").splitlines())
+        return [window for dead, _, window in found if dead != "1"]
+
     async def list_panes(self, session: str) -> list[PaneInfo]:
         """Every pane of every window of `session`."""
         target = layout.session_target(session)

@@ -188,6 +188,26 @@ def test_real_claude_is_counted_call_by_call_and_stopped_at_its_allowance(
     assert live["tokens"] == used
 
 
+def test_real_claude_asks_count_tokens_after_a_large_read_and_is_answered(
+    claude_bin: Path, attempts: Attempts
+) -> None:
+    """Besides `HEAD /` and `POST /v1/messages`, Claude Code asks `POST
+    /v1/messages/count_tokens` after a large read (docs/agents.md): an endpoint answers it,
+    and the scripted one too, with no turn of its script spent."""
+    lines = [f"def f{i}(x):\n    return x * {i}  # {'word ' * 12}" for i in range(950)]
+    (attempts.worktree / "big.py").write_text("\n".join(lines))
+    script = Script(
+        Rule(Reply(text="Reading.", tools=(read("big.py"),)), turn=1), default=Reply(text=HELLO)
+    )
+    with serve(script) as api:
+        run = run_claude(attempts, real(claude_bin), attempts.context(PROMPT), api.claude_env())
+    assert run.code == 0, run.out
+    assert api.count_token_requests, "no count_tokens request"
+    assert all(20_000 < counted < 30_000 for counted in api.count_token_requests)
+    assert [e.conversation.turn for e in api.exchanges()] == [1, 2]
+    assert "def f949" in api.exchanges()[1].conversation.tool_results[0].text
+
+
 def test_real_claude_retries_an_overloaded_api_and_the_pane_says_so(
     claude_bin: Path, attempts: Attempts
 ) -> None:

@@ -861,3 +861,12 @@ def test_an_unknown_resolve_conflicts_is_refused_where_written() -> None:
     assert only_problem(HEAD + "resolve_conflicts: maybe\nsubtasks:\n  - id: a\n") == (
         "plan.yaml:4:20: resolve_conflicts.by must be 'agent' or 'off' (got 'maybe')"
     )
+
+
+def test_checks_import_checkout_is_warn_error_or_off_and_no_part_of_the_recorded_plan() -> None:
+    assert load(HEAD + "subtasks: [{id: a}]\n").checks_import_checkout == "warn"
+    strict = load(HEAD + "checks_import_checkout: error\nsubtasks: [{id: a}]\n")
+    assert strict.checks_import_checkout == "error"
+    assert "checks_import_checkout" not in strict.plan.model_dump()
+    problem = only_problem(HEAD + "checks_import_checkout: strict\nsubtasks: [{id: a}]\n")
+    assert problem.startswith("plan.yaml:4:25: checks_import_checkout"), problem

@@ -314,13 +314,31 @@ def test_claude_code_bypassing_permissions_as_root_is_refused_with_exit_5(
     assert kairo.run("validate", str(plan)).returncode == 0
 
 
-def test_validate_counts_each_subtask_s_files(kairo: Kairo, repo: Path) -> None:
+def test_validate_names_each_subtask_s_files_limits_and_conflict_resolution(
+    kairo: Kairo, repo: Path
+) -> None:
+    (repo / "shop").mkdir()
+    for number in range(1, 8):
+        (repo / "shop" / f"m{number}.py").write_text(f"x = {number}\n")
+    git(repo, "add", "shop")
+    git(repo, "commit", "-qm", "shop")
     plan = kairo.write_plan(
-        "version: 1\nname: p\n" + GOOD_AGENT + "subtasks:\n  - id: a\n    files: [README.md]\n"
+        "version: 1\nname: p\n" + GOOD_AGENT + "limits: {timeout: 30m, token_budget: 200000}\n"
+        "resolve_conflicts: {attempts: 2}\nsubtasks:\n"
+        "  - id: fix\n    split: {files: 'shop/*.py', max_files: 6, by: count}\n"
+        "  - id: a\n    files: [README.md]\n    depends_on: [fix]\n"
+        "    resolve_conflicts: off\n    limits: {timeout: null, max_attempts: 1}\n"
     )
     done = kairo.run("validate", str(plan))
     assert done.returncode == 0, done.stderr
-    assert "  [1 file]" in done.stdout
+    assert done.stdout.splitlines()[1:] == [
+        "  1. fix-1  (shell)  [6 files: shop/m1.py, shop/m2.py, shop/m3.py, shop/m4.py and 2 more]",
+        "     limits: timeout 30m, at most 3 attempts, token budget 200,000; resolve_conflicts: 2 attempts",
+        "  2. fix-2  (shell)  [1 file: shop/m7.py]",
+        "     limits: timeout 30m, at most 3 attempts, token budget 200,000; resolve_conflicts: 2 attempts",
+        "  3. a  (shell)  after fix-1, fix-2  [1 file: README.md]",
+        "     limits: no timeout, at most 1 attempt, token budget 200,000; resolve_conflicts: off",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,8 @@ def start_worker(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        host.run(["tmux", "-L", f"kairo-worker-{host.name}", "kill-server"])
+        # A worker stopped with agents still running leaves them its server; killed, all
+        # of it. Its TMUX_TMPDIR, not the default one: a server missed stays for ever.
+        host.run(["tmux", "-L", f"kairo-worker-{host.name}", "kill-server"], env=host_env(host))
 
     return process, end

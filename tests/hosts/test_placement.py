@@ -79,6 +79,37 @@ def placed_workers(
         yield started
 
 
+def test_a_stopped_worker_ends_its_tmux_server_when_no_agent_runs_there(
+    lab: Lab, lab_store: str, remote: str
+) -> None:
+    """The worker opens a tmux session per execution it runs subtasks of, held open by a
+    placeholder window; stopped once its agents are done, it ends that server."""
+    host, client = lab.host("host-a"), lab.host("client")
+    owner = clone(client, remote, f"owner-{secrets.token_hex(2)}")
+    (owner / "plan.yaml").write_text(plan_text("ends", placed=True, subtasks=5, max_parallel=2))
+    socket = f"kairo-owner-{secrets.token_hex(3)}"
+    worker_socket = ["tmux", "-L", f"kairo-worker-{host.name}"]
+    with ExitStack() as undo:
+        log = undo.enter_context((host.home / "worker.log").open("w"))
+        process, end = start_worker(host, lab_store, remote, slots=2, lease_s=5, log=log)
+        undo.callback(end)
+        try:
+            done = kairo(
+                client, owner, "start", "plan.yaml", "--wait",
+                KAIRO_STORE=lab_store, KAIRO_TMUX_SOCKET=socket,
+            )  # fmt: skip
+        finally:
+            client.run(["tmux", "-L", socket, "kill-server"], env=host_env(client))
+        assert done.returncode == 0, f"{done.stderr}\n{_worker_logs(lab, (host.name,))}"
+        serving = host.run([*worker_socket, "list-sessions"], env=host_env(host))
+        assert serving.returncode == 0, serving.stderr  # the worker's session, agents gone
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, _worker_logs(lab, (host.name,))
+        left = host.run([*worker_socket, "list-sessions"], env=host_env(host))
+        assert left.returncode != 0, f"the worker left its tmux server: {left.stdout}"
+        assert "no server running" in left.stderr, left.stderr
+
+
 def _worker_logs(lab: Lab, hosts: tuple[str, ...] = WORKER_HOSTS) -> str:
     return "\n".join(
         f"--- {name}:\n" + (lab.host(name).home / "worker.log").read_text(errors="replace")[-3000:]

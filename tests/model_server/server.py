@@ -7,8 +7,10 @@ the OpenAI Responses API and Chat Completions, from scripts, and logs every exch
         api.usage("/fix-a")                  # (input, output) over every answered request
         api.exchanges("/fix-a")[-1].conversation.last_text   # what the agent sent last
 
-Claude Code first sends `HEAD /` (answered 200); every other request is a POST to one of
-the three APIs, routed to the first script whose `match` its body holds.
+Claude Code first sends `HEAD /` (answered 200), and after a large read may ask `POST
+/v1/messages/count_tokens` (answered with an estimate, no turn of any script); every other
+request is a POST to one of the three APIs, routed to the first script whose `match` its
+body holds.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class ModelServer:
         self.url = ""
         self.log: list[Exchange] = []
         self.unrouted: list[dict[str, Any]] = []  # requests no script took, answered 500
+        self.count_token_requests: list[int] = []  # count_tokens answers: no turn, no usage
         self.closing = threading.Event()
         self._lock = threading.Lock()
 
@@ -166,6 +169,11 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(text or "{}")
             except ValueError:
                 body = {}
+            if wire.is_count_tokens(self.path) and isinstance(body, dict):
+                counted = wire.counted_tokens(body)
+                server.count_token_requests.append(counted["input_tokens"])
+                self._json(200, counted)
+                return
             api = wire.api_of(self.path)
             if api is None or not isinstance(body, dict):
                 self._send(404, b"")

@@ -149,6 +149,22 @@ def test_each_api_is_answered_in_its_format_and_logged() -> None:
     assert api.usage() == (3 * 350, 3 * 40)
 
 
+def test_count_tokens_is_answered_with_an_estimate_and_is_no_turn() -> None:
+    """Claude Code asks it after a large read; a 404 there is not what the real API says."""
+    with serve(Script(Rule(Reply(text="first"), turn=1), default=Reply(text="later"))) as api:
+        short = claude_request({"role": "user", "content": "go"})
+        long = claude_request({"role": "user", "content": "go " + "x = 1\n" * 4000})
+        answers = [post(f"{api.url}/v1/messages/count_tokens?beta=true", b) for b in (short, long)]
+        assert [status for status, _ in answers] == [200, 200], answers
+        small, large = (json.loads(text)["input_tokens"] for _, text in answers)
+        assert 0 < small < 100 and 6000 < large < 8000, (small, large)
+        _, text = post(f"{api.url}/v1/messages", short)
+    assert "first" in text  # the conversation's turn 1 still: no turn was spent
+    assert [e.api for e in api.exchanges()] == ["messages"]
+    assert api.count_token_requests == [small, large]
+    assert api.usage() == (100, 20)
+
+
 def test_an_error_is_answered_as_the_api_words_it_and_not_counted() -> None:
     with serve(Script(Rule(Reply(status=529, retry_after_s=0), times=1))) as api:
         status, text = post(

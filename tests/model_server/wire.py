@@ -151,6 +151,19 @@ def _output_text(output: Any) -> str:
     return json.dumps(output)
 
 
+def is_count_tokens(path: str) -> bool:
+    """Claude Code's `POST /v1/messages/count_tokens`: how long a request would be, asked
+    after a large read; no turn of the conversation."""
+    return path.split("?")[0].endswith("/v1/messages/count_tokens")
+
+
+def counted_tokens(body: dict[str, Any]) -> dict[str, int]:
+    """The count_tokens answer: about four characters a token of what the model would
+    read (system, messages, tools), as the real API counts them within a few per cent."""
+    read = [body.get(key) for key in ("system", "messages", "tools") if body.get(key)]
+    return {"input_tokens": max(1, len(json.dumps(read, ensure_ascii=False)) // 4)}
+
+
 # --- writing a reply -----------------------------------------------------------------------
 
 
