@@ -6,7 +6,8 @@
             adding objects harms nobody), the attempt's run directory (prompt, usage file,
             and TMPDIR), where the agent program keeps its sessions (~/.claude, ~/.codex:
             without them it could not resume one) and the plan's `sandbox.writable`;
-            optionally no network
+            without any capability, in a process namespace of its own; optionally no
+            network
 
 Under bwrap an agent cannot move a ref, so it cannot commit itself, and need not: the
 supervisor commits what it leaves. The wrapper is part of the agent's command line inside
@@ -108,6 +109,10 @@ class BwrapSandbox:
         tmp = place.run_dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         args = [self.binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # No capability, not even as root (bwrap keeps root's otherwise): no `mount -o
+        # remount,rw /`, no writing past a file's permissions. Its own process namespace:
+        # it sees and signals only what it started.
+        args += ["--cap-drop", "ALL", "--unshare-pid"]
         args += ["--die-with-parent", "--setenv", "TMPDIR", str(tmp)]
         # Claude Code's own switch: it allows bypassPermissions under root only in a sandbox.
         args += ["--setenv", "IS_SANDBOX", "1"]
