@@ -60,6 +60,8 @@ from orchestrator.core.ids import short_id
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError
 from orchestrator.git import user_state as user
+from orchestrator.git.merge import MERGES_LOOKED_BACK
+from orchestrator.git.refs import parents_of
 from orchestrator.git.repo import Identity, RepoPaths, own_index, worktree_dirs
 
 if TYPE_CHECKING:
@@ -152,12 +154,41 @@ class UserGuard:
             if record is not None:
                 self._record = record
                 self._reported = reported_in(state.breaches)
+                self._integration_moved_to += await self._unlogged_merges(state)
                 breach = await self.compare("resume", triggers)
                 if breach is not None:
                     await journal.append([breach])
                 return
             await journal.append([self._lost_record(state, folder, problem, triggers)])
         await journal.append([await self._take(state, folder)])
+
+    async def _unlogged_merges(self, state: ExecutionState) -> list[str]:
+        """The merges a supervisor that died wrote onto the integration branch and did not
+        log, oldest first: each of a subtask waiting for its merge, onto the one before,
+        down to the head the log knows. The merge step finds them and logs them
+        (git/merge.py); until then they are no change. Anything else on the branch is."""
+        head = state.integration_head
+        if head is None:
+            return []
+        ref = f"refs/heads/{state.created.integration_branch}"
+        found = (await user.read_ref_values(self._paths.toplevel)).get(ref)
+        waiting = {
+            view.head_commit
+            for view in state.subtasks.values()
+            if view.state == "succeeded" and view.head_commit is not None
+        }
+        chain: list[str] = []
+        commit = found
+        while commit is not None and commit != head and len(chain) < MERGES_LOOKED_BACK:
+            try:
+                parents = await parents_of(self._paths.toplevel, commit)
+            except KairoError:
+                return []
+            if len(parents) != 2 or parents[1] not in waiting:
+                return []
+            chain.append(commit)
+            commit = parents[0]
+        return chain[::-1] if commit == head else []
 
     def _lost_record(
         self, state: ExecutionState, folder: Path, problem: str, triggers: Collection[str]
