@@ -535,3 +535,59 @@ def test_the_band_without_a_supervisor_starts_at_the_killed_one_s_last_heartbeat
     assert resumed.event.previous_heartbeat_at == heartbeat > before[-1].at + 1.0
     (gap,) = build_timeline(state.plan, logged).gaps
     assert (gap.start, gap.end) == (heartbeat, resumed.at)
+
+
+ONE = """\
+version: 1
+name: one
+agent: {kind: shell, run: "echo a > a.txt"}
+subtasks:
+  - id: a
+"""
+
+
+def test_a_merge_its_dead_supervisor_wrote_and_did_not_log_is_taken_on_resume(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    """A merge step writes its merges, then logs them: a supervisor killed in between
+    leaves a merge the log does not know. The resumed one's guard takes it for what it
+    is, and the merge step finds and logs it: no breach, the run completes."""
+    seed(repo)
+    template = tmp_path / "template"
+    shutil.copytree(repo, template)
+    assert kairo.run("start", str(kairo.write_plan(ONE, "one.yaml")), "--wait").returncode == 0
+    events = [json.loads(line) for line in kairo.run("events", "--json").stdout.splitlines()]
+    merged_at = next(e["seq"] for e in events if e["event_type"] == "subtask_merged")
+
+    root = tmp_path / "crashed"
+    shutil.copytree(template, root / "project")
+    runner = clone_kairo(kairo, root / "project", "crashed")
+    (root / "one.yaml").write_text(ONE)
+    try:
+        crashed = subprocess.run(
+            [*runner_command(), "start", str(root / "one.yaml"), "--wait"],
+            cwd=runner.repo,
+            env=dict(runner.env, KAIRO_FAULT_CRASH_AFTER_EVENT=str(merged_at - 1)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert crashed.returncode in (1, 6), crashed.stderr
+        status = runner.json("status")
+        view = status["subtasks"][0]
+        assert view["state"] == "succeeded", status  # accepted; its merge not written yet
+        # What the dead supervisor's merge step wrote next, and did not live to log.
+        head, source = status["integration_head"], view["head_commit"]
+        tree = git(runner.repo, "merge-tree", "--write-tree", head, source).split()[0]
+        merge = git(
+            runner.repo, "commit-tree", tree, "-p", head, "-p", source, "-m", "kairo: merge a"
+        ).strip()
+        git(runner.repo, "update-ref", f"refs/heads/{status['integration_branch']}", merge, head)
+
+        resumed = runner.run("resume", "--wait")
+
+        assert resumed.returncode == 0, resumed.stderr + supervisor_logs(runner.repo)
+        after = runner.json("status")
+        assert after["status"] == "COMPLETED" and after["integration_head"] == merge, after
+    finally:
+        runner.tmux("kill-server")
