@@ -105,15 +105,7 @@ def test_a_crash_after_every_event_resumes_to_the_same_result(
         plan_n = root / "plan.yaml"
         plan_n.write_text(CRASHY.format(runs=runs))
         try:
-            crashed = subprocess.run(
-                [*runner_command(), "start", str(plan_n), "--wait"],
-                cwd=runner.repo,
-                env=dict(runner.env, KAIRO_FAULT_CRASH_AFTER_EVENT=str(n)),
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert crashed.returncode in (1, 6), crashed.stderr
+            start_crashing_after(runner, plan_n, n)
             resumed = runner.run("resume", "--wait")
             assert resumed.returncode == 1, resumed.stderr + supervisor_logs(runner.repo)
             return n, outcome(runner), sorted(runs.read_text().split())
@@ -130,6 +122,19 @@ def test_a_crash_after_every_event_resumes_to_the_same_result(
 
 def runner_command() -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli.main"]
+
+
+def start_crashing_after(runner: Kairo, plan: Path, n: int) -> None:
+    """`start --wait` of `plan` whose supervisor dies right after appending event `n`."""
+    crashed = subprocess.run(
+        [*runner_command(), "start", str(plan), "--wait"],
+        cwd=runner.repo,
+        env=dict(runner.env, KAIRO_FAULT_CRASH_AFTER_EVENT=str(n)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert crashed.returncode in (1, 6), crashed.stderr
 
 
 SLOW_PAIR = """\
@@ -564,15 +569,7 @@ def test_a_merge_its_dead_supervisor_wrote_and_did_not_log_is_taken_on_resume(
     runner = clone_kairo(kairo, root / "project", "crashed")
     (root / "one.yaml").write_text(ONE)
     try:
-        crashed = subprocess.run(
-            [*runner_command(), "start", str(root / "one.yaml"), "--wait"],
-            cwd=runner.repo,
-            env=dict(runner.env, KAIRO_FAULT_CRASH_AFTER_EVENT=str(merged_at - 1)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert crashed.returncode in (1, 6), crashed.stderr
+        start_crashing_after(runner, root / "one.yaml", merged_at - 1)
         status = runner.json("status")
         view = status["subtasks"][0]
         assert view["state"] == "succeeded", status  # accepted; its merge not written yet
