@@ -7,9 +7,9 @@ sees only these frozen models, so what ran is exactly what the log recorded.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orchestrator.core.os_strings import OsStr
 
@@ -79,13 +79,53 @@ class WorktreeSetup(Frozen):
     ports: int = 10  # KAIRO_PORT: port_base + ports * the subtask's index in the plan
 
 
+#: What a step under bwrap reaches: nothing, its model endpoint (an agent's) and nothing
+#: else, or every network the machine has.
+Network = Literal["none", "endpoint", "all"]
+NETWORKS: tuple[Network, ...] = ("none", "endpoint", "all")
+#: The steps of `sandbox.network` (docs/plan.md), and what each of the runtime's is.
+NETWORK_STEPS = ("agent", "setup", "checks")
+Step = Literal["agent", "setup", "verify", "integration_verify"]
+
+
+class NetworkSpec(Frozen):
+    """`sandbox.network`: per step. A setup that installs needs its registry; a check only
+    runs what is there; an agent needs its model."""
+
+    agent: Network = "endpoint"
+    setup: Network = "all"
+    checks: Network = "none"  # verify and integration_verify
+
+    @classmethod
+    def everywhere(cls, value: Network) -> NetworkSpec:
+        """One value for every step: `endpoint` is an agent's, and none for the others."""
+        other: Network = "none" if value == "endpoint" else value
+        return cls(agent=value, setup=other, checks=other)
+
+
+def _network_setting(value: object) -> object:
+    # What `network: true|false` meant before the setting was per step (and what the
+    # event logs of those executions hold): every network, or none.
+    if isinstance(value, bool):
+        return NetworkSpec.everywhere("all" if value else "none")
+    return value
+
+
 class SandboxSpec(Frozen):
     """Where agents may write and what they see (runtime/sandbox.py)."""
 
     kind: Literal["local", "bwrap"] = "local"
-    network: bool = True  # bwrap only: false gives the agent no network at all
+    network: Annotated[NetworkSpec, BeforeValidator(_network_setting)] = NetworkSpec()
     writable: tuple[str, ...] = ()  # bwrap only: more paths it may write, e.g. ~/.claude
     pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same
+
+    def network_for(self, step: Step) -> Network:
+        """What `step` reaches under bwrap (under `local`, everything the user can)."""
+        if self.kind == "local":
+            return "all"
+        if step == "agent":
+            return self.network.agent
+        return self.network.setup if step == "setup" else self.network.checks
 
 
 class ReviewSpec(Frozen):
