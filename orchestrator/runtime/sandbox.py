@@ -6,8 +6,9 @@
             adding objects harms nobody), the attempt's run directory (prompt, usage file,
             and TMPDIR), where the agent program keeps its sessions (~/.claude, ~/.codex:
             without them it could not resume one) and the plan's `sandbox.writable`;
-            without any capability, in a process namespace of its own; optionally no
-            network
+            without any capability, in a process namespace of its own; its network
+            none, all, or (the default) its model endpoint's alone, through
+            agents/egress.py outside and agents/forwarder.py inside
 
 Under bwrap an agent cannot move a ref, so it cannot commit itself, and need not: the
 supervisor commits what it leaves. The wrapper is part of the agent's command line inside
@@ -21,12 +22,16 @@ agent's kind needs them to log in.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.core.plan import AgentKind, SandboxSpec
+import agents.egress
+import agents.forwarder
+from agents.endpoints import EgressRoutes
+from orchestrator.core.plan import AgentKind, Network, SandboxSpec
 from orchestrator.core.secrets import is_secret
 from orchestrator.errors import EnvironmentProblem
 
@@ -60,11 +65,19 @@ class AgentPlace:
     run_dir: Path
     git_common_dir: Path
     agent_state: tuple[Path, ...] = ()  # the program's own sessions (AgentAdapter.state_paths)
+    # What the agent reaches when its network is `endpoint` (agents.endpoints.egress_routes);
+    # None: nothing at all.
+    egress: EgressRoutes | None = None
 
 
 class ExecutionSandbox(Protocol):
     @property
     def kind(self) -> str: ...
+
+    @property
+    def network(self) -> Network:
+        """What the agents it wraps reach."""
+        ...
 
     def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
         """The command line that runs `argv` inside the sandbox."""
@@ -73,6 +86,7 @@ class ExecutionSandbox(Protocol):
 
 class LocalSandbox:
     kind = "local"
+    network: Network = "all"
 
     def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
         return argv
@@ -89,7 +103,7 @@ def _worktree_git_dir(worktree: Path) -> Path:
 @dataclass(frozen=True)
 class BwrapSandbox:
     binary: str
-    network: bool = True
+    network: Network = "endpoint"
     writable: tuple[str, ...] = ()
     kind: str = "bwrap"
 
@@ -119,9 +133,51 @@ class BwrapSandbox:
         for path in writable:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
-        if not self.network:
-            args.append("--unshare-net")
-        return [*args, "--chdir", str(place.worktree), "--", *argv]
+        if self.network != "all":
+            args.append("--unshare-net")  # its own loopback, and nothing else
+        if self.network != "endpoint":
+            return [*args, "--chdir", str(place.worktree), "--", *argv]
+        return _through_egress(args, argv, place)
+
+
+def _through_egress(bwrap: list[str], argv: list[str], place: AgentPlace) -> list[str]:
+    """`bwrap` running `argv` with egress in front of it, outside, and the forwarder
+    inside, in front of the agent: its model endpoint its only way out."""
+    routes = place.egress or EgressRoutes(proxy=3128)
+    # Bound read-only: the agent may connect to the socket, not replace it. Egress makes
+    # the directory before bubblewrap starts.
+    socket_dir = place.run_dir / "egress"
+    socket = str(socket_dir / "egress.sock")
+    proxy = f"http://127.0.0.1:{routes.proxy}"
+    environment = {
+        **{name: proxy for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
+        **{name: "localhost,127.0.0.1,::1" for name in ("NO_PROXY", "no_proxy")},
+    }
+    for name, value in environment.items():
+        bwrap += ["--setenv", name, value]
+    bwrap += ["--ro-bind", str(socket_dir), str(socket_dir)]
+    options = ["--socket", socket, "--proxy", str(routes.proxy)]
+    options += [arg for entry in routes.allow for arg in ("--allow", entry)]
+    options += [arg for port, to in routes.forwards for arg in ("--forward", f"{port}={to}")]
+    options += [arg for port, url in routes.reverse for arg in ("--reverse", f"{port}={url}")]
+    options += [arg for name in routes.hold for arg in ("--hold", name)]
+    listen = [arg for port in routes.ports for arg in ("--listen", str(port))]
+    inside = ["--socket", socket, *listen]
+    return [
+        *_program(agents.egress.__file__, options),
+        *bwrap,
+        "--chdir",
+        str(place.worktree),
+        "--",
+        *_program(agents.forwarder.__file__, inside),
+        *argv,
+    ]
+
+
+def _program(module_file: str, options: list[str]) -> list[str]:
+    """A standard-library program of ours, by path under `-I -S` as the stream filters are
+    (the worktree may hold an `agents/` package of its own), its options, then `--`."""
+    return [sys.executable, "-I", "-S", str(Path(module_file).absolute()), *options, "--"]
 
 
 def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
@@ -134,4 +190,4 @@ def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
             "the plan's sandbox is bwrap, but bubblewrap is not installed "
             "(`make install` installs it, or apt-get install bubblewrap)"
         )
-    return BwrapSandbox(binary=binary, network=spec.network, writable=spec.writable)
+    return BwrapSandbox(binary=binary, network=spec.network_for("agent"), writable=spec.writable)

@@ -199,7 +199,7 @@ def linked_worktree(tmp_path: Path) -> AgentPlace:
 def test_bwrap_binds_the_worktree_its_git_dir_objects_and_run_dir_only(tmp_path: Path) -> None:
     place = linked_worktree(tmp_path)
     place.run_dir.mkdir()
-    argv = BwrapSandbox(binary="bwrap", network=False).wrap(["sh", "-c", "x"], place)
+    argv = BwrapSandbox(binary="bwrap", network="none").wrap(["sh", "-c", "x"], place)
     binds = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
     assert binds == [
         str(place.worktree),
