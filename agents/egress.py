@@ -18,16 +18,18 @@ that parent is gone. What a connection may do depends on the in-sandbox port it 
     --forward PORT=H:P    a plain relay to H:P (a model server on the host's loopback, whose
                           URL the agent holds unchanged).
     --reverse PORT=URL    the plan's endpoint, reached over http on 127.0.0.1:PORT: each
-                          connection carries one request (Connection: close), its headers'
-                          stand-in key replaced by the real one and its Host made URL's, sent
-                          to URL's origin (TLS for https, the certificate checked).
+                          connection carries one request (Connection: close), the stand-in
+                          key in its key headers replaced by the real one and its Host made
+                          URL's, sent to URL's origin (TLS for https, the certificate
+                          checked).
 
 `--hold NAME`: the variable NAME of our environment is the endpoint's key. The agent gets
 KEY_STAND_IN in it instead, and the reverse proxy puts the key back into the request headers
 that carry the stand-in (`x-api-key`, `Authorization: Bearer`, whichever the program
 sends): the agent never holds the key, nor does any process inside the sandbox.
 
-A connection that sends no request within HEAD_SECONDS, or whose tunnel moves no byte for
+A connection that has not sent its request within HEAD_SECONDS (all of it: a client
+sending a byte at a time is no exception), or whose tunnel moves no byte for
 IDLE_SECONDS, is closed; at most MAX_CONNECTIONS are served at once. Standard library only,
 like agents/runner.py: it starts once per attempt, in front of the agent.
 """
@@ -42,8 +44,12 @@ import selectors
 import socket
 import sys
 import threading
+import time
 
 KEY_STAND_IN = "kairo-egress-stand-in-key"
+#: The headers a model API takes its key in: Anthropic's, OpenAI's (and every compatible
+#: gateway's), Azure's, Google's.
+KEY_HEADERS = (b"x-api-key", b"authorization", b"api-key", b"x-goog-api-key")
 HEAD_SECONDS = 30.0
 CONNECT_SECONDS = 30.0
 IDLE_SECONDS = 600.0  # a model's stream may pause, not for ten minutes
@@ -94,16 +100,20 @@ def refusal(status: str, line: str) -> bytes:
     ).encode() + body
 
 
-def rewrite_head(head: bytes, host: str, key: str | None) -> bytes:
+def rewrite_head(head: bytes, host: str, key: str | None) -> bytes | None:
     """A request head for the reverse proxy's upstream: Host made `host`, one request per
-    connection, and the stand-in key replaced by `key` in every header (never the body)."""
+    connection, and the stand-in key replaced by `key` in the headers that carry a key
+    (never another, which the endpoint might echo back; never the body). None for a head
+    with a line break that is not CRLF, which a server might read as a header of its own."""
+    if b"\n" in head.replace(b"\r\n", b"") or b"\r" in head.replace(b"\r\n", b""):
+        return None
     lines = head.split(b"\r\n")
     kept = [lines[0]]
     for line in lines[1:]:
         name = line.split(b":", 1)[0].strip().lower()
         if not line or name in (b"host", b"connection", b"proxy-connection", b"keep-alive"):
             continue
-        if key is not None:
+        if key is not None and name in KEY_HEADERS:
             line = line.replace(KEY_STAND_IN.encode(), key.encode())
         kept.append(line)
     kept += [b"Host: " + host.encode(), b"Connection: close"]
@@ -148,26 +158,26 @@ class Egress:
 
     def _handle(self, client: socket.socket) -> None:
         try:
-            client.settimeout(HEAD_SECONDS)
-            port_line, rest = _read_line(client)
+            deadline = time.monotonic() + HEAD_SECONDS  # for the whole head, however sent
+            port_line, rest = _read_line(client, deadline)
             if not port_line.isdigit():
                 return
             port = int(port_line)
             if port == self.proxy:
-                self._connect(client, rest)
+                self._connect(client, rest, deadline)
             elif port in self.forwards:
                 upstream = socket.create_connection(self.forwards[port], CONNECT_SECONDS)
                 _relay(client, upstream, rest)
             elif port in self.reverse:
-                self._reverse(client, self.reverse[port], rest)
+                self._reverse(client, self.reverse[port], rest, deadline)
         except (OSError, ValueError):
             pass
         finally:
             client.close()
             self.slots.release()
 
-    def _connect(self, client: socket.socket, buffered: bytes) -> None:
-        head, rest = _read_head(client, buffered)
+    def _connect(self, client: socket.socket, buffered: bytes, deadline: float) -> None:
+        head, rest = _read_head(client, buffered, deadline)
         parsed = request_line(head)
         if parsed is None:
             client.sendall(refusal("400 Bad Request", "kairo egress: not an HTTP request"))
@@ -194,14 +204,18 @@ class Egress:
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         _relay(client, upstream, rest)
 
-    def _reverse(self, client: socket.socket, url: str, buffered: bytes) -> None:
-        head, rest = _read_head(client, buffered)
+    def _reverse(self, client: socket.socket, url: str, buffered: bytes, deadline: float) -> None:
+        head, rest = _read_head(client, buffered, deadline)
         if request_line(head) is None:
             client.sendall(refusal("400 Bad Request", "kairo egress: not an HTTP request"))
             return
         scheme, _, authority = url.partition("://")
         authority = authority.split("/", 1)[0]
         address = split_host_port(authority) or (authority, 443 if scheme == "https" else 80)
+        rewritten = rewrite_head(head, authority, self.key)
+        if rewritten is None:
+            client.sendall(refusal("400 Bad Request", "kairo egress: a line break not CRLF"))
+            return
         upstream = socket.create_connection(address, CONNECT_SECONDS)
         if scheme == "https":
             import ssl  # only here: it costs startup time, and most plans have no key to add
@@ -209,7 +223,7 @@ class Egress:
             upstream = ssl.create_default_context().wrap_socket(
                 upstream, server_hostname=address[0]
             )
-        upstream.sendall(rewrite_head(head, authority, self.key))
+        upstream.sendall(rewritten)
         _relay(client, upstream, rest)
 
     def _log(self, line: str) -> None:
@@ -219,10 +233,19 @@ class Egress:
                 os.write(2, (line + "\n").encode())
 
 
-def _read_line(client: socket.socket) -> tuple[str, bytes]:
+def _receive(client: socket.socket, size: int, deadline: float) -> bytes:
+    """At most `size` bytes, TimeoutError past `deadline`."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no request in time")
+    client.settimeout(left)
+    return client.recv(size)
+
+
+def _read_line(client: socket.socket, deadline: float) -> tuple[str, bytes]:
     data = b""
     while b"\n" not in data:
-        chunk = client.recv(256)
+        chunk = _receive(client, 256, deadline)
         if not chunk or len(data) > 16:
             raise ValueError("no port line")
         data += chunk
@@ -230,12 +253,12 @@ def _read_line(client: socket.socket) -> tuple[str, bytes]:
     return line.decode("ascii", "replace").strip(), rest
 
 
-def _read_head(client: socket.socket, data: bytes) -> tuple[bytes, bytes]:
+def _read_head(client: socket.socket, data: bytes, deadline: float) -> tuple[bytes, bytes]:
     """The request head (without its blank line) and what came after it."""
     while b"\r\n\r\n" not in data:
         if len(data) > MAX_HEAD:
             raise ValueError("request head too long")
-        chunk = client.recv(4096)
+        chunk = _receive(client, 4096, deadline)
         if not chunk:
             raise ValueError("closed before its request")
         data += chunk

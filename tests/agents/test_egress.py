@@ -73,7 +73,15 @@ def test_the_reverse_proxy_puts_the_key_in_the_headers_only_and_sends_one_reques
         b"",
     ]
     # without a key to add, the stand-in goes as it is: the agent had nothing else
-    assert KEY_STAND_IN.encode() in rewrite_head(head, "gateway.example", None)
+    assert KEY_STAND_IN.encode() in (rewrite_head(head, "gateway.example", None) or b"")
+
+
+def test_the_key_goes_into_no_header_an_endpoint_might_echo_back() -> None:
+    head = f"GET /echo HTTP/1.1\r\nX-Echo: {KEY_STAND_IN}".encode()
+    assert b"sk-real" not in (rewrite_head(head, "gateway.example", "sk-real") or b"")
+    # a header smuggled after a bare line feed is refused, not passed for the server to read
+    smuggled = f"GET / HTTP/1.1\r\nX-A: 1\nx-api-key: {KEY_STAND_IN}".encode()
+    assert rewrite_head(smuggled, "gateway.example", "sk-real") is None
 
 
 def test_a_held_variable_reaches_the_agent_as_the_stand_in() -> None:
@@ -250,6 +258,23 @@ def test_a_client_that_never_asks_is_let_go_and_its_thread_ends(serving: str) ->
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() == before
+
+
+def test_a_client_sending_its_request_a_byte_at_a_time_is_let_go_all_the_same(
+    serving: str,
+) -> None:
+    started = time.monotonic()
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(serving)
+        client.settimeout(5)
+        try:
+            for byte in b"3128\nCONNECT api.anthropic.com:443 HTTP/1.1\r\n":
+                client.send(bytes([byte]))
+                time.sleep(0.05)  # each byte within the head's time, the whole not
+        except OSError:
+            pass  # closed under it: what the test wants
+        assert client.recv(100) == b""
+    assert time.monotonic() - started < 2
 
 
 def test_an_unknown_port_line_is_closed_at_once(serving: str) -> None:

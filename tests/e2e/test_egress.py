@@ -77,20 +77,29 @@ allowed, other = int(sys.argv[1]), int(sys.argv[2])
 host_address = sys.argv[3]
 proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
 
+def rest(s):
+    data = b""
+    while chunk := s.recv(1000):
+        data += chunk
+    return data.decode()
+
+def last_line(text):
+    return text.strip().splitlines()[-1]
+
 def tunnel(port):
     with socket.create_connection((proxy.hostname, proxy.port), 5) as s:
         s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
         answer = s.recv(1000).decode()
-        if " 200 " not in answer.split("\r\n")[0]:
-            return answer.split("\r\n")[0] + " | " + answer.strip().splitlines()[-1]
+        if " 200 " not in answer.split("\r\n")[0]:  # refused: the rest is its reason, then EOF
+            return answer.split("\r\n")[0] + " | " + last_line(answer + rest(s))
         s.sendall(b"GET /tunnelled HTTP/1.0\r\n\r\n")
-        return "tunnel " + s.recv(1000).decode().strip().splitlines()[-1]
+        return "tunnel " + last_line(rest(s))
 
 def direct(host, port):
     try:
         with socket.create_connection((host, port), 5) as s:
             s.sendall(b"GET /direct HTTP/1.0\r\n\r\n")
-            return "direct " + s.recv(1000).decode().strip().splitlines()[-1]
+            return "direct " + last_line(rest(s))
     except OSError as exc:
         return f"direct failed: {exc.strerror}"
 
@@ -190,8 +199,9 @@ def test_an_endpoint_s_key_is_added_outside_and_the_agent_never_holds_it(
     assert key not in json.dumps(found)  # not in its environment, nor any process it sees
 
 
+@pytest.mark.parametrize("pointed", ["by its base URL", "by the plan's endpoint and key"])
 def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
-    kairo: Kairo, repo: Path, tmp_path: Path
+    kairo: Kairo, repo: Path, tmp_path: Path, pointed: str
 ) -> None:
     claude = installed(CLAUDE)
     shop.make_project(repo)
@@ -199,12 +209,17 @@ def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
     home.mkdir()
     kairo.env["HOME"] = str(home)
     script = shop.script_for("rename-a", *shop.turns(shop.claude_rename("a")))
+    key = "sk-ant-api03-Tz5Qm8Wc1Xv4Bn7Lk2Jh9Gf6Ds3Ap0Ry"
     with serve(script) as server:
-        kairo.env.update(server.claude_env())
+        agent = f"kind: claude-code, binary: {claude}"
+        if pointed == "by its base URL":
+            kairo.env.update(server.claude_env())  # as the other real-agent tests are
+        else:
+            kairo.env.update(GATEWAY_KEY=key, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+            agent += f", endpoint: {{url: '{server.url}', key_env: GATEWAY_KEY}}"
         plan = (
             f"version: 1\nname: sandboxed\nverify: {json.dumps(shop.SUITE)}\n"
-            "sandbox: {kind: bwrap}\n"
-            f"agent: {{kind: claude-code, binary: {claude}}}\n"
+            f"sandbox: {{kind: bwrap}}\nagent: {{{agent}}}\n"
             f"subtasks: [{{id: rename-a, prompt: {json.dumps(shop.prompt('a'))}}}]\n"
         )
         done = kairo.run("start", str(kairo.write_plan(plan)), "--wait", timeout=400)
@@ -213,4 +228,5 @@ def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
     view = kairo.json("status")["subtasks"][0]
     assert view["state"] == "merged" and view["attempts"] == 1, view
     assert shop.renamed(repo, kairo.json("status")["integration_branch"], "a")
-    assert server.exchanges("rename-a")
+    keys = {e.headers.get("x-api-key") for e in server.exchanges("rename-a")}
+    assert keys == ({"sk-ant-scripted"} if pointed == "by its base URL" else {key}), keys
