@@ -83,8 +83,7 @@ class WorktreeSetup(Frozen):
 #: else, or every network the machine has.
 Network = Literal["none", "endpoint", "all"]
 NETWORKS: tuple[Network, ...] = ("none", "endpoint", "all")
-#: The steps of `sandbox.network` (docs/plan.md), and what each of the runtime's is.
-NETWORK_STEPS = ("agent", "setup", "checks")
+#: The steps `SandboxSpec.network_for` answers for; the checks are `network.checks`.
 Step = Literal["agent", "setup", "verify", "integration_verify"]
 
 

@@ -55,8 +55,6 @@ EXPECT: Mapping[str, str] = {
     "ports": "must be a whole number from 1 to 1000",
     "sandbox": "must be a mapping such as {kind: bwrap, network: endpoint}",
     "sandbox.kind": "must be 'local' or 'bwrap'",
-    "network": "must be none, endpoint or all (true: all, false: none), or a mapping such "
-    "as {agent: endpoint, setup: all, checks: none}",
     "sandbox.network.agent": "must be none, endpoint or all",
     "sandbox.network.setup": "must be none or all (endpoint is an agent's: its model)",
     "sandbox.network.checks": "must be none or all (endpoint is an agent's: its model)",

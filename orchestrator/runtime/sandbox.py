@@ -153,8 +153,7 @@ def _through_egress(bwrap: list[str], argv: list[str], place: AgentPlace) -> lis
         **{name: proxy for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
         **{name: "localhost,127.0.0.1,::1" for name in ("NO_PROXY", "no_proxy")},
     }
-    for name, value in environment.items():
-        bwrap += ["--setenv", name, value]
+    bwrap = [*bwrap, *(arg for item in environment.items() for arg in ("--setenv", *item))]
     bwrap += ["--ro-bind", str(socket_dir), str(socket_dir)]
     options = ["--socket", socket, "--proxy", str(routes.proxy)]
     options += [arg for entry in routes.allow for arg in ("--allow", entry)]

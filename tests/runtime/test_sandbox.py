@@ -6,17 +6,22 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import agents.egress
+import agents.forwarder
 from agents.base import AttemptContext
+from agents.endpoints import EgressRoutes
 from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
 from orchestrator.runtime.sandbox import (
     AgentPlace,
     BwrapSandbox,
+    ExecutionSandbox,
     LocalSandbox,
     sandbox_for,
     without_secrets,
@@ -71,7 +76,9 @@ def test_a_variable_whose_value_is_a_credential_is_withheld_whatever_its_name() 
 KEY = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
 
 
-def attempt_files(tmp_path: Path, agent: AgentSpec, **environment: str) -> RunFiles:
+def attempt_files(
+    tmp_path: Path, agent: AgentSpec, sandbox: ExecutionSandbox | None = None, **environment: str
+) -> RunFiles:
     files = RunFiles(tmp_path / "run" / "a" / "1")
     context = AttemptContext(
         execution_id="e",
@@ -92,7 +99,7 @@ def attempt_files(tmp_path: Path, agent: AgentSpec, **environment: str) -> RunFi
         base_environment={"PATH": "/bin", **environment},
         tmux_socket=None,
         wake_channel="w",
-        sandbox=LocalSandbox(),
+        sandbox=sandbox or LocalSandbox(),
         place=AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
     )
     return files
@@ -209,6 +216,47 @@ def test_bwrap_binds_the_worktree_its_git_dir_objects_and_run_dir_only(tmp_path:
     ]
     assert argv[:3] == ["bwrap", "--ro-bind", "/"] and "--unshare-net" in argv
     assert argv[-4:] == ["--", "sh", "-c", "x"]
+
+
+def test_under_endpoint_egress_runs_outside_and_the_forwarder_inside(tmp_path: Path) -> None:
+    place = linked_worktree(tmp_path)
+    routes = EgressRoutes(proxy=3128, allow=("api.anthropic.com:443",), hold=("ANTHROPIC_API_KEY",))
+    argv = BwrapSandbox(binary="bwrap").wrap(["claude", "-p"], replace(place, egress=routes))
+    socket = str(place.run_dir / "egress" / "egress.sock")
+    egress, inside = argv.index("bwrap"), argv.index("--", argv.index("bwrap"))
+    assert argv[1:egress] == [
+        "-I", "-S", str(Path(agents.egress.__file__).absolute()), "--socket", socket,
+        "--proxy", "3128", "--allow", "api.anthropic.com:443", "--hold", "ANTHROPIC_API_KEY", "--",
+    ]  # fmt: skip
+    assert argv[inside + 2 :] == [
+        "-I", "-S", str(Path(agents.forwarder.__file__).absolute()), "--socket", socket,
+        "--listen", "3128", "--", "claude", "-p",
+    ]  # fmt: skip
+    sandbox = argv[egress:inside]
+    assert "--unshare-net" in sandbox
+    egress_dir = str(place.run_dir / "egress")
+    assert sandbox[-5:] == ["--ro-bind", egress_dir, egress_dir, "--chdir", str(place.worktree)]
+    proxy = sandbox.index("HTTPS_PROXY")
+    assert sandbox[proxy - 1 : proxy + 2] == ["--setenv", "HTTPS_PROXY", "http://127.0.0.1:3128"]
+
+
+def test_behind_egress_the_runner_holds_an_endpoint_s_key_and_the_agent_s_url_is_local(
+    tmp_path: Path,
+) -> None:
+    endpoint = Endpoint(url="https://gateway.example/anthropic", key_env="GATEWAY")
+    agent = AgentSpec(kind="claude-code", endpoint=endpoint)
+    (tmp_path / ".git").write_text("gitdir: .\n")
+    files = attempt_files(tmp_path, agent, BwrapSandbox(binary="bwrap"), GATEWAY=KEY)
+
+    spec = json.loads(files.spec.read_text())
+    assert spec["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:3127/anthropic"
+    argv = spec["argv"]
+    assert argv[argv.index("--reverse") + 1] == "3127=https://gateway.example/anthropic"
+    assert argv[argv.index("--hold") + 1] == "ANTHROPIC_API_KEY"
+    assert "--allow" not in argv  # not its vendor's API: the plan sends it elsewhere
+    # the key reaches egress through the runner's credentials file, never the spec
+    assert json.loads(files.credentials.read_text())["env"] == {"ANTHROPIC_API_KEY": KEY}
+    assert KEY not in files.spec.read_text()
 
 
 def test_a_missing_bwrap_is_an_environment_problem(monkeypatch: pytest.MonkeyPatch) -> None:
