@@ -6,7 +6,10 @@ bubblewrap is tests/e2e/test_sandbox.py's)."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -280,3 +283,47 @@ def test_a_client_sending_its_request_a_byte_at_a_time_is_let_go_all_the_same(
 def test_an_unknown_port_line_is_closed_at_once(serving: str) -> None:
     assert ask(serving, b"22\nSSH-2.0\r\n") == b""
     assert ask(serving, b"not a port\n") == b""
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a certificate")
+def test_an_https_endpoint_is_reached_over_tls_its_certificate_checked(
+    tmp_path: Path, upstream: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    request_certificate = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes"]
+    names = ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"]
+    subprocess.run(
+        [*request_certificate, "-days", "1", "-keyout", str(key), "-out", str(cert), *names],
+        check=True,
+        capture_output=True,
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    port = server.server_address[1]
+    served = egress.Egress(3128, [], {}, {3127: f"https://localhost:{port}/v1"}, "sk-real")
+    path = str(tmp_path / "e.sock")
+    listener = egress._listen(path)
+    serving = threading.Thread(target=served.serve, args=(listener, os.getppid()))
+    serving.start()
+    request = (
+        f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3127\r\n"
+        f"Authorization: Bearer {KEY_STAND_IN}\r\nContent-Length: 2\r\n\r\nhi"
+    )
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the one authority egress trusts here
+        assert ask(path, f"3127\n{request}".encode()).endswith(b"ok")
+        assert Recorder.seen[-1]["Authorization"] == "Bearer sk-real"
+        assert Recorder.seen[-1]["Host"] == f"localhost:{port}"
+        monkeypatch.delenv("SSL_CERT_FILE")  # a certificate no authority signed: refused
+        assert ask(path, f"3127\n{request}".encode()) == b""
+        assert len(Recorder.seen) == 1
+    finally:
+        listener.close()
+        serving.join()
+        server.shutdown()
+        server.server_close()
+        thread.join()
