@@ -34,11 +34,12 @@ IDLE_SECONDS, is closed; at most MAX_CONNECTIONS are served at once. Standard li
 like agents/runner.py: it starts once per attempt, in front of the agent.
 """
 
-# ruff: noqa: PTH103, PTH108, PTH119, PTH120  (pathlib would only cost startup time here)
+# pathlib would be a visible part of egress's startup, as of the runner's; contextlib
+# likewise (collections, functools); a try/except-pass is free:
+# ruff: noqa: PTH103, PTH108, PTH119, PTH120, SIM105
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
 import socket
@@ -56,6 +57,7 @@ IDLE_SECONDS = 600.0  # a model's stream may pause, not for ten minutes
 MAX_HEAD = 16384
 MAX_CONNECTIONS = 64
 PARENT_POLL_SECONDS = 0.5
+PR_SET_PDEATHSIG, SIGKILL = 1, 9  # <linux/prctl.h>, <signal.h>
 CHUNK = 65536
 
 
@@ -229,8 +231,10 @@ class Egress:
     def _log(self, line: str) -> None:
         if line not in self.refused:  # once each: a client that retries must not flood
             self.refused.add(line)
-            with contextlib.suppress(OSError):
+            try:
                 os.write(2, (line + "\n").encode())
+            except OSError:
+                pass
 
 
 def _receive(client: socket.socket, size: int, deadline: float) -> bytes:
@@ -294,8 +298,10 @@ def _relay(a: socket.socket, b: socket.socket, first: bytes) -> None:
                     selector.unregister(source)
                     open_ends.discard(source)
                     if not hasattr(peers[source], "pending"):  # never half-close TLS
-                        with contextlib.suppress(OSError):
+                        try:
                             peers[source].shutdown(socket.SHUT_WR)
+                        except OSError:
+                            pass
     except OSError:
         pass
     finally:
@@ -357,12 +363,28 @@ def socket_path(path: str) -> str:
 
 def _listen(path: str) -> socket.socket:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.unlink(path)  # an earlier run's socket of the same attempt; a link is not followed
+    except FileNotFoundError:
+        pass
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path(path))
     listener.listen(MAX_CONNECTIONS)
     return listener
+
+
+def die_with(parent: int) -> None:
+    """Be killed the moment `parent` ends (a server holds the agent's stderr, which whoever
+    reads it waits on): PR_SET_PDEATHSIG where ctypes can set it, else the servers' poll.
+    Called after the fork, where ctypes costs the agent's startup nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, SIGKILL)
+    except (ImportError, OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it ended before that was set
+        os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(null, 0)
         os.dup2(null, 1)
         try:
+            die_with(parent)
             egress.serve(listener, parent)
         finally:
             os._exit(0)

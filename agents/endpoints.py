@@ -113,6 +113,11 @@ class EgressRoutes:
     hold: tuple[str, ...] = ()  # the variables holding the endpoint's key: a stand-in inside
 
     @property
+    def lead_anywhere(self) -> bool:
+        """Whether they reach anything at all (a shell command given no base URL: no)."""
+        return bool(self.allow or self.forwards or self.reverse)
+
+    @property
     def ports(self) -> tuple[int, ...]:
         """Every in-sandbox port the forwarder listens on."""
         taken = [port for port, _ in (*self.forwards, *self.reverse)]

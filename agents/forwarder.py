@@ -11,11 +11,12 @@ Standard library only, like agents/runner.py: it starts once per attempt, in fro
 agent.
 """
 
-# ruff: noqa: PTH100, PTH120  (pathlib would only cost startup time here)
+# pathlib and contextlib would be a visible part of the forwarder's startup, as of the
+# runner's; os.path and a try/except-pass are free:
+# ruff: noqa: PTH100, PTH120, SIM105
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
 import socket
@@ -65,8 +66,10 @@ def _relay(client: socket.socket, path: str, port: int) -> None:
                         peers[source].sendall(data)
                         continue
                     selector.unregister(source)
-                    with contextlib.suppress(OSError):
+                    try:
                         peers[source].shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
     except OSError:
         pass
     finally:
@@ -114,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         for fd in (0, 1):
             os.dup2(null, fd)
         try:
+            # Killed with the sandbox's process namespace when the agent ends; the poll of
+            # `serve` besides. Nothing here costs the agent's startup a millisecond more.
             serve(listeners, path, parent)
         finally:
             os._exit(0)

@@ -135,15 +135,19 @@ class BwrapSandbox:
                 args += ["--bind", str(path), str(path)]
         if self.network != "all":
             args.append("--unshare-net")  # its own loopback, and nothing else
-        if self.network != "endpoint":
+        routes = place.egress
+        if self.network != "endpoint" or routes is None or not routes.lead_anywhere:
+            # An agent with no model to reach (a shell command given no base URL) needs no
+            # egress: no network is all the endpoint it has.
             return [*args, "--chdir", str(place.worktree), "--", *argv]
-        return _through_egress(args, argv, place)
+        return _through_egress(args, argv, place, routes)
 
 
-def _through_egress(bwrap: list[str], argv: list[str], place: AgentPlace) -> list[str]:
+def _through_egress(
+    bwrap: list[str], argv: list[str], place: AgentPlace, routes: EgressRoutes
+) -> list[str]:
     """`bwrap` running `argv` with egress in front of it, outside, and the forwarder
     inside, in front of the agent: its model endpoint its only way out."""
-    routes = place.egress or EgressRoutes(proxy=3128)
     # Bound read-only: the agent may connect to the socket, not replace it. Egress makes
     # the directory before bubblewrap starts.
     socket_dir = place.run_dir / "egress"

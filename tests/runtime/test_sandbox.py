@@ -14,7 +14,7 @@ import pytest
 import agents.egress
 import agents.forwarder
 from agents.base import AttemptContext
-from agents.endpoints import EgressRoutes
+from agents.endpoints import EgressRoutes, egress_routes
 from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
@@ -238,6 +238,12 @@ def test_under_endpoint_egress_runs_outside_and_the_forwarder_inside(tmp_path: P
     assert sandbox[-5:] == ["--ro-bind", egress_dir, egress_dir, "--chdir", str(place.worktree)]
     proxy = sandbox.index("HTTPS_PROXY")
     assert sandbox[proxy - 1 : proxy + 2] == ["--setenv", "HTTPS_PROXY", "http://127.0.0.1:3128"]
+
+
+def test_an_agent_with_no_model_to_reach_gets_no_network_and_no_egress(tmp_path: Path) -> None:
+    place = replace(linked_worktree(tmp_path), egress=egress_routes(AgentSpec(run="x"), {}))
+    argv = BwrapSandbox(binary="bwrap").wrap(["sh", "-c", "x"], place)
+    assert argv[0] == "bwrap" and "--unshare-net" in argv and "HTTPS_PROXY" not in argv
 
 
 def test_behind_egress_the_runner_holds_an_endpoint_s_key_and_the_agent_s_url_is_local(
