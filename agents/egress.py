@@ -7,14 +7,16 @@ Runs outside the sandbox, in front of bubblewrap, in the attempt's process group
 the unix socket PATH (its directory is bound read-only into the sandbox, where
 agents/forwarder.py listens on 127.0.0.1 and relays each connection over it, prefixed with
 the port it came to), then forks: the parent becomes bubblewrap (`exec`: its status and
-signals are the agent's, as if egress were not there), the child serves the socket until
-that parent is gone. What a connection may do depends on the in-sandbox port it came to:
+signals are the agent's, as if egress were not there), the child serves the socket and is
+killed the moment that parent ends. What a connection may do depends on the in-sandbox port
+it came to:
 
     --proxy PORT          an HTTP CONNECT proxy (the agent's HTTPS_PROXY) that opens a
                           tunnel to an `--allow`ed HOST:PORT, exactly (another port of an
                           allowed host is another service), and answers anything else with
-                          403 and a line saying what is allowed. It follows nothing: no
-                          redirect, no second request on a tunnel.
+                          403 and a line saying what is allowed. It follows nothing: what
+                          comes through a tunnel goes to its host, never read as a request
+                          of the proxy's, and a redirect is the agent's to ask for again.
     --forward PORT=H:P    a plain relay to H:P (a model server on the host's loopback, whose
                           URL the agent holds unchanged).
     --reverse PORT=URL    the plan's endpoint, reached over http on 127.0.0.1:PORT: each
