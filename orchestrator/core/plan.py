@@ -7,9 +7,9 @@ sees only these frozen models, so what ran is exactly what the log recorded.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 from orchestrator.core.os_strings import OsStr
 
@@ -102,19 +102,11 @@ class NetworkSpec(Frozen):
         return cls(agent=value, setup=other, checks=other)
 
 
-def _network_setting(value: object) -> object:
-    # What `network: true|false` meant before the setting was per step (and what the
-    # event logs of those executions hold): every network, or none.
-    if isinstance(value, bool):
-        return NetworkSpec.everywhere("all" if value else "none")
-    return value
-
-
 class SandboxSpec(Frozen):
     """Where agents may write and what they see (runtime/sandbox.py)."""
 
     kind: Literal["local", "bwrap"] = "local"
-    network: Annotated[NetworkSpec, BeforeValidator(_network_setting)] = NetworkSpec()
+    network: NetworkSpec = NetworkSpec()
     writable: tuple[str, ...] = ()  # bwrap only: more paths it may write, e.g. ~/.claude
     pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same
 

@@ -936,16 +936,3 @@ def test_a_network_setting_that_is_none_of_these_is_worded_on_one_line(
     value: str, expected: str
 ) -> None:
     assert only_problem(network_of(value)) == expected
-
-
-def test_an_execution_logged_before_the_setting_had_steps_reads_as_it_ran() -> None:
-    from orchestrator.core.plan import SandboxSpec
-
-    assert (
-        SandboxSpec.model_validate({"kind": "bwrap", "network": False}).network_for("agent")
-        == "none"
-    )
-    assert (
-        SandboxSpec.model_validate({"kind": "bwrap", "network": True}).network_for("verify")
-        == "all"
-    )
