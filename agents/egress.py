@@ -96,6 +96,11 @@ def request_line(head: bytes) -> tuple[str, str, str] | None:
     return parts[0], parts[1], parts[2]
 
 
+def _shown(text: str) -> str:
+    """What the agent sent, fit for a line of the pane: printable, and not too long."""
+    return "".join(c if c.isprintable() else "?" for c in text[:200])
+
+
 def refusal(status: str, line: str) -> bytes:
     body = (line + "\n").encode()
     return (
@@ -186,15 +191,15 @@ class Egress:
         if parsed is None:
             client.sendall(refusal("400 Bad Request", "kairo egress: not an HTTP request"))
             return
-        method, target, _ = parsed
+        method, target = (_shown(part) for part in parsed[:2])
         only = ", ".join(self.allow) or "nothing"
         if method != "CONNECT":
             line = f"kairo egress: only CONNECT (https) to the model endpoint ({only})"
             client.sendall(refusal("403 Forbidden", line))
-            self._log(f"refused {method} {target[:200]}: {line}")
+            self._log(f"refused {method} {target}: {line}")
             return
         if not allowed(target, self.allow):
-            line = f"kairo egress: {target[:200]} is not the model endpoint; allowed: {only}"
+            line = f"kairo egress: {target} is not the model endpoint; allowed: {only}"
             client.sendall(refusal("403 Forbidden", line))
             self._log(line)
             return
@@ -220,7 +225,11 @@ class Egress:
         if rewritten is None:
             client.sendall(refusal("400 Bad Request", "kairo egress: a line break not CRLF"))
             return
-        upstream = socket.create_connection(address, CONNECT_SECONDS)
+        try:
+            upstream = socket.create_connection(address, CONNECT_SECONDS)
+        except OSError as exc:
+            client.sendall(refusal("502 Bad Gateway", f"kairo egress: {authority}: {exc}"))
+            return
         if scheme == "https":
             import ssl  # only here: it costs startup time, and most plans have no key to add
 

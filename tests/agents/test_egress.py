@@ -222,6 +222,8 @@ def test_the_proxy_refuses_another_port_of_the_allowed_host(serving: str, upstre
     assert f"allowed: 127.0.0.1:{upstream}".encode() in answer
     answer = ask(serving, b"3128\nGET http://127.0.0.1/ HTTP/1.1\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 403") and b"only CONNECT" in answer
+    answer = ask(serving, b"3128\nCONNECT \x1b]2;owned\x07:443 HTTP/1.1\r\n\r\n")
+    assert b"kairo egress: ?]2;owned?:443 is not the model endpoint" in answer  # nothing raw
 
 
 def test_a_tunnel_to_the_allowed_host_carries_the_agent_s_bytes(
