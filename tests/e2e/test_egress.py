@@ -17,8 +17,8 @@ import pytest
 from agents.egress import KEY_STAND_IN
 from tests.e2e import python_project as shop
 from tests.e2e.conftest import Kairo, git
-from tests.model_server import serve
-from tests.real_agents import CLAUDE, installed
+from tests.model_server import Script, serve
+from tests.real_agents import AIDER, CLAUDE, installed
 
 pytestmark = [
     pytest.mark.slow,
@@ -230,3 +230,37 @@ def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
     assert shop.renamed(repo, kairo.json("status")["integration_branch"], "a")
     keys = {e.headers.get("x-api-key") for e in server.exchanges("rename-a")}
     assert keys == ({"sk-ant-scripted"} if pointed == "by its base URL" else {key}), keys
+
+
+def test_a_real_aider_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_outside(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    aider = installed(AIDER)
+    shop.make_project(repo)
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    kairo.env["HOME"] = str(home)
+    key = "sk-proj-Vb6Nx2Qc9Lm4Wd7Kf1Hs8Gj3Pt5Ry0Za"
+    kairo.env["GATEWAY_KEY"] = key
+    script = Script(shop.aider_rename("b"), match=shop.prompt("b"), name="by-aider")
+    with serve(script) as server:
+        endpoint = f"{{url: '{server.url}/v1', key_env: GATEWAY_KEY}}"
+        plan = (
+            f"version: 1\nname: sandboxed\nverify: {json.dumps(shop.SUITE)}\n"
+            "sandbox: {kind: bwrap}\n"
+            f"agent: {{kind: aider, binary: {aider}, model: scripted, endpoint: {endpoint},"
+            " extra_args: [--edit-format, diff], env: {LITELLM_LOCAL_MODEL_COST_MAP: 'True'}}\n"
+            f"subtasks:\n  - id: by-aider\n    prompt: {json.dumps(shop.prompt('b'))}\n"
+            f"    files: [{shop.module('b')}, {shop.test_file('b')}]\n"
+        )
+        done = kairo.run("start", str(kairo.write_plan(plan)), "--wait", timeout=400)
+
+    assert done.returncode == 0, kairo.run("report").stdout
+    assert shop.renamed(repo, kairo.json("status")["integration_branch"], "b")
+    keys = {
+        value
+        for e in server.exchanges("by-aider")
+        for name, value in e.headers.items()
+        if name.lower() == "authorization"
+    }
+    assert keys == {f"Bearer {key}"}, keys
