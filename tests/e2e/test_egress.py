@@ -18,7 +18,7 @@ from agents.egress import KEY_STAND_IN
 from tests.e2e import python_project as shop
 from tests.e2e.conftest import Kairo, git
 from tests.model_server import Script, serve
-from tests.real_agents import AIDER, CLAUDE, installed
+from tests.real_agents import AIDER, CLAUDE, CODEX, installed
 
 pytestmark = [
     pytest.mark.slow,
@@ -263,4 +263,34 @@ def test_a_real_aider_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_o
         for name, value in e.headers.items()
         if name.lower() == "authorization"
     }
+    assert keys == {f"Bearer {key}"}, keys
+
+
+def test_a_real_codex_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_outside(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    codex = installed(CODEX)
+    shop.make_project(repo)
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    kairo.env["HOME"] = str(home)
+    key = "sk-proj-Mw3Rt8Yb1Nc6Kq9Zd4Jf7Hx2Lp5Gs0Va"
+    kairo.env["GATEWAY_KEY"] = key
+    script = shop.script_for("by-codex", *shop.turns(shop.codex_rename("a")))
+    with serve(script) as server:
+        endpoint = f"{{url: '{server.url}/v1', key_env: GATEWAY_KEY}}"
+        # Its own sandbox off: nested in this one it needs the agent mapped to a uid of its
+        # own, which is not this sandbox's yet.
+        plan = (
+            f"version: 1\nname: sandboxed\nverify: {json.dumps(shop.SUITE)}\n"
+            "sandbox: {kind: bwrap}\n"
+            f"agent: {{kind: codex, binary: {codex}, model: gpt-5.5, endpoint: {endpoint},"
+            " permission_mode: danger-full-access}\n"
+            f"subtasks: [{{id: by-codex, prompt: {json.dumps(shop.prompt('a'))}}}]\n"
+        )
+        done = kairo.run("start", str(kairo.write_plan(plan)), "--wait", timeout=400)
+
+    assert done.returncode == 0, kairo.run("report").stdout
+    assert shop.renamed(repo, kairo.json("status")["integration_branch"], "a")
+    keys = {e.headers.get("authorization") for e in server.exchanges("by-codex")}
     assert keys == {f"Bearer {key}"}, keys
