@@ -182,7 +182,7 @@ class RawWorktree(_Raw):
 
 
 class RawSandbox(_Raw):
-    kind: Literal["local", "bwrap"] = "local"
+    kind: Literal["local", "bwrap"] | None = None  # None: bwrap wherever it runs
     network: bool = True
     writable: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
     pass_env: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
