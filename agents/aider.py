@@ -57,7 +57,7 @@ class AiderAgent:
     supports_resume = False
     reports_usage = False
     install_hint: str | None = "python -m pip install aider-chat"
-    state_paths: tuple[str, ...] = ()
+    state_variables: tuple[str, ...] = ()
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())

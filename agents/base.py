@@ -82,9 +82,9 @@ class AgentAdapter(Protocol):
     supports_resume: bool
     reports_usage: bool
     install_hint: str | None  # how to get `binary`, for the message when it is missing
-    # Where the program keeps its sessions and settings (under ~): a sandbox must let it
-    # write there, or it could neither start nor resume a session.
-    state_paths: tuple[str, ...]
+    # The variables that name where the program keeps its sessions and settings: under a
+    # sandbox, the subtask's own state directory (runtime/sandbox.py), not the user's.
+    state_variables: tuple[str, ...]
 
     def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
         """The agent's command line; the in-pane runner executes it in the worktree."""

@@ -50,7 +50,7 @@ class ClaudeCodeAgent:
     supports_resume = True
     reports_usage = True
     install_hint: str | None = "npm install -g @anthropic-ai/claude-code"
-    state_paths: tuple[str, ...] = ("~/.claude", "~/.claude.json")
+    state_variables: tuple[str, ...] = ("CLAUDE_CONFIG_DIR",)
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())

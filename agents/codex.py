@@ -39,7 +39,7 @@ class CodexAgent:
     supports_resume = True
     reports_usage = True
     install_hint: str | None = "npm install -g @openai/codex"
-    state_paths: tuple[str, ...] = ("~/.codex",)
+    state_variables: tuple[str, ...] = ("CODEX_HOME",)
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())

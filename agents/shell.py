@@ -13,7 +13,7 @@ class ShellAgent:
     supports_resume = False
     reports_usage = False  # the command may append to KAIRO_USAGE_FILE itself
     install_hint: str | None = None
-    state_paths: tuple[str, ...] = ()
+    state_variables: tuple[str, ...] = ()
 
     def binary(self, spec: AgentSpec) -> str | None:
         return None  # a command line: what it runs is the shell's business
@@ -36,7 +36,7 @@ class CommandAgent:
     supports_resume = False
     reports_usage = False
     install_hint: str | None = None
-    state_paths: tuple[str, ...] = ()
+    state_variables: tuple[str, ...] = ()
 
     def binary(self, spec: AgentSpec) -> str | None:
         assert spec.command, "the plan loader requires `command` for kind command"

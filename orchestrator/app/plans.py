@@ -20,7 +20,7 @@ from orchestrator.git.history import tracked_files_sync
 from orchestrator.git.invocation import git_sync
 from orchestrator.git.refs import rev_parse_sync
 from orchestrator.git.repo import NotARepository, RepoPaths, discover_repo
-from orchestrator.runtime.sandbox import sandbox_for
+from orchestrator.runtime.sandbox import bwrap_unavailable, sandbox_for
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,29 @@ def require_runnable(plan: ResolvedPlan) -> None:
     sandbox_for(plan.sandbox)
 
 
+def chosen_sandbox(plan: ResolvedPlan) -> tuple[ResolvedPlan, tuple[str, ...]]:
+    """The plan with the sandbox its agents will run in, and what `start` says of it: a
+    plan that names none gets bubblewrap wherever it runs (docs/security.md)."""
+    spec = plan.sandbox
+    if spec.kind == "bwrap":
+        return plan, ()
+    if spec.kind == "local":
+        return plan, (
+            "sandbox: local: agents run as you, with your files, processes and network; "
+            "a prompt injected through a file they read can do anything you can "
+            "(docs/security.md)",
+        )
+    problem = bwrap_unavailable()
+    kind = "bwrap" if problem is None else "local"
+    chosen = plan.model_copy(update={"sandbox": spec.model_copy(update={"kind": kind})})
+    if problem is None:
+        return chosen, ()
+    return chosen, (
+        f"agents run without a sandbox, as you: {problem}; say `sandbox: {{kind: local}}` "
+        "in the plan to choose that (docs/security.md)",
+    )
+
+
 def require_agent_environment(plan: ResolvedPlan) -> None:
     """EnvironmentProblem (exit 5) for what the agents' settings need of the environment of
     this command, whose supervisor gives it to them (agents/registry.py)."""
@@ -164,9 +187,9 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
     except NotARepository:
         paths = None
     checked = read_plan(plan, paths)
-    resolved = checked.loaded.plan
+    resolved, said = chosen_sandbox(checked.loaded.plan)
     require_runnable(resolved)
-    warnings = checked.warnings
+    warnings = checked.warnings + said
     if paths is not None:
         warnings += checks_import_checkout(
             resolved,

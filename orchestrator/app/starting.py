@@ -16,7 +16,7 @@ from orchestrator.app.checkout_imports import checks_import_checkout
 from orchestrator.app.launcher import Launcher
 from orchestrator.app.launching import launch
 from orchestrator.app.notes import Notify, PlanWarning, UncommittedChanges
-from orchestrator.app.plans import PlanInRepo, read_plan, require_runnable
+from orchestrator.app.plans import PlanInRepo, chosen_sandbox, read_plan, require_runnable
 from orchestrator.app.project import Project, project_at, repository_at
 from orchestrator.app.results import Interrupted, Launched
 from orchestrator.core import events as ev
@@ -118,24 +118,25 @@ def _one_start_at_a_time(paths: RepoPaths) -> Iterator[Callable[[], None]]:
 
 @dataclass(frozen=True)
 class _Ready:
+    plan: ResolvedPlan  # its sandbox chosen
     worktree_root: Path
-    warnings: tuple[str, ...]  # of what this machine would run the plan's checks with
+    warnings: tuple[str, ...]  # of what this machine would run the plan's agents and checks with
 
 
 def _ready_to_start(paths: RepoPaths, checked: PlanInRepo) -> _Ready:
     """Refuse a plan this machine cannot run; where its worktrees go."""
-    plan = checked.loaded.plan
+    plan, warnings = chosen_sandbox(checked.loaded.plan)
     require_runnable(plan)
     strictness = checked.loaded.checks_import_checkout
-    warnings = checks_import_checkout(
+    warnings += checks_import_checkout(
         plan, strictness, paths.toplevel, str(checked.path), os.environ
     )
-    return _Ready(_worktree_root(paths, plan, checked.path), warnings)
+    return _Ready(plan, _worktree_root(paths, plan, checked.path), warnings)
 
 
 def _create_execution(project: Project, checked: PlanInRepo, ready: _Ready, notify: Notify) -> str:
     plan_path = checked.path
-    plan = checked.loaded.plan
+    plan = ready.plan
     worktree_root = ready.worktree_root
     assert checked.base_commit is not None
     for warning in checked.warnings + ready.warnings:

@@ -27,9 +27,9 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
     count = len(checked.merge_order)
     many = f"{count} subtask{'' if count == 1 else 's'}"
-    out.print(f"plan {checked.name}: {many}{base}", markup=False)
-    if checked.sandbox.kind == "bwrap":
-        out.print(f"sandbox: bwrap; {network(checked.sandbox)}", markup=False)
+    kind = checked.sandbox.kind
+    shown = f"sandbox {kind}; {network(checked.sandbox)}" if kind == "bwrap" else f"sandbox {kind}"
+    out.print(f"plan {checked.name}: {many}{base}; agents run in {shown}", markup=False)
     for position, spec in enumerate(checked.merge_order, start=1):
         after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""
         files = f"  [{owned_files(spec.files)}]" if spec.files else ""

@@ -305,6 +305,12 @@ def attempt_run_dir(run_root: str, subtask_id: str, attempt: int) -> str:
     return f"{run_root.rstrip('/')}/{subtask_id}/{attempt}"
 
 
+def agent_state_dir(run_root: str, subtask_id: str) -> str:
+    """Where a sandboxed agent keeps its sessions across the subtask's attempts (`clean`
+    removes it): beside the attempts' folders, which are numbers."""
+    return f"{run_root.rstrip('/')}/{subtask_id}/agent-state"
+
+
 def _judgements(state: ExecutionState, active: Sequence[SubtaskView]) -> Iterator[ev.AttemptJudged]:
     for view in active:
         attempt = view.current_attempt

@@ -105,7 +105,10 @@ class NetworkSpec(Frozen):
 class SandboxSpec(Frozen):
     """Where agents may write and what they see (runtime/sandbox.py)."""
 
-    kind: Literal["local", "bwrap"] = "local"
+    # `auto` (a plan that names no kind) is chosen at `start`: bwrap wherever it runs, else
+    # local (app/plans.py); an execution's log holds what was chosen. A log written
+    # before there was a choice holds `local` or `bwrap`.
+    kind: Literal["local", "bwrap", "auto"] = "local"
     network: NetworkSpec = NetworkSpec()
     writable: tuple[str, ...] = ()  # bwrap only: more paths it may write, e.g. ~/.claude
     pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same

@@ -217,7 +217,7 @@ class RawNetwork(_Raw):
 
 
 class RawSandbox(_Raw):
-    kind: Literal["local", "bwrap"] = "local"
+    kind: Literal["local", "bwrap"] | None = None  # None: bwrap wherever it runs
     network: Annotated[RawNetwork, BeforeValidator(_network)] = RawNetwork()
     writable: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
     pass_env: Annotated[list[Text], BeforeValidator(_one_or_many)] = []

@@ -91,9 +91,9 @@ def _worktree_setup(raw: RawWorktree | None) -> WorktreeSetup:
 
 def _sandbox(raw: RawSandbox | None) -> SandboxSpec:
     if raw is None:
-        return SandboxSpec()
+        return SandboxSpec(kind="auto")
     return SandboxSpec(
-        kind=raw.kind,
+        kind=raw.kind or "auto",
         network=NetworkSpec(**raw.network.model_dump()),
         writable=tuple(raw.writable),
         pass_env=tuple(raw.pass_env),

@@ -20,6 +20,7 @@ from agents.usage import ResumePoint, resume_point, resumed
 from orchestrator.core import commands as cmd
 from orchestrator.core import events as ev
 from orchestrator.core.constraints import token_allowance
+from orchestrator.core.decide import agent_state_dir
 from orchestrator.core.earlier_attempts import earlier_attempts_section
 from orchestrator.core.ids import attempt_cgroup, idempotency_key, subtask_branch, wake_channel
 from orchestrator.core.state import ExecutionState
@@ -206,7 +207,10 @@ async def _open_pane(
                 worktree=worktree,
                 run_dir=files.directory,
                 git_common_dir=Path(state.created.git_common_dir),
-                agent_state=tuple(Path(p).expanduser() for p in adapter.state_paths),
+                state_dir=Path(agent_state_dir(state.created.run_root, sid)),
+                state_variables=adapter.state_variables,
+                start_commit=view.current_attempt.start_commit if view.current_attempt else None,
+                checkout=Path(state.created.repo_root),
             ),
             pass_env=state.plan.sandbox.pass_env,
             cgroup=attempt_cgroup(state.execution_id, sid, number)

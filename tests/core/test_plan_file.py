@@ -905,7 +905,9 @@ def test_the_network_is_one_value_for_every_step_or_one_per_step(
 
 
 def test_outside_a_sandbox_every_step_has_the_user_s_network() -> None:
-    sandbox = load(HEAD + "sandbox: {network: none}\nsubtasks: [{id: a}]\n").plan.sandbox
+    sandbox = load(
+        HEAD + "sandbox: {kind: local, network: none}\nsubtasks: [{id: a}]\n"
+    ).plan.sandbox
     assert sandbox.network_for("agent") == sandbox.network_for("verify") == "all"
 
 

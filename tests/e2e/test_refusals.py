@@ -349,9 +349,8 @@ def test_validate_says_what_each_step_reaches_in_the_sandbox(kairo: Kairo) -> No
     )
     done = kairo.run("validate", str(plan))
     assert done.returncode == 0, done.stderr
-    assert (
-        done.stdout.splitlines()[1]
-        == "sandbox: bwrap; network: agent endpoint, setup none, checks none"
+    assert done.stdout.splitlines()[0].endswith(
+        "; agents run in sandbox bwrap; network: agent endpoint, setup none, checks none"
     )
 
 

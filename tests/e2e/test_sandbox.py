@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,50 +19,101 @@ pytestmark = [
 ESCAPES = """\
 version: 1
 name: jail
-max_parallel: 6
+max_parallel: 12
 limits: {{max_attempts: 1}}
 sandbox: {{kind: bwrap, network: false, pass_env: [PASSED_TOKEN]}}
 agent: {{kind: shell, run: 'true'}}
 subtasks:
   - id: honest
     agent:
-      run: 'sleep 2; echo "token=$PASSED_TOKEN hidden=$HIDDEN_TOKEN" > honest.txt; git status --short > status.txt'
+      run: 'sleep 2; echo "token=$PASSED_TOKEN hidden=$HIDDEN_TOKEN" > honest.txt; git status --short > status.txt; mkdir -p "$HOME/.claude" && echo planted > "$HOME/.claude/settings.json"'
+  - id: committer
+    agent:
+      run: 'echo c > c.txt && git add c.txt && git -c user.name=a -c user.email=a@b commit -qm mine && git rev-parse HEAD > agent-commit.txt'
   - id: main-writer
     agent: {{run: 'echo evil > {repo}/evil.txt'}}
   - id: sibling-writer
-    agent: {{run: 'until [ -d ../honest ]; do sleep 0.1; done; echo evil > ../honest/evil.txt'}}
+    agent: {{run: 'sleep 1; echo evil > ../honest/evil.txt'}}
   - id: dialer
     agent: {{run: 'python3 -c "import socket; socket.create_connection((\\"127.0.0.1\\", 5432), 2)"'}}
   - id: remounter
     agent: {{run: 'mount -o remount,rw / && echo evil > {repo}/remounted.txt'}}
   - id: killer
     agent: {{run: 'kill -0 {outside}'}}
+  - id: socketeer
+    agent: {{run: 'ls /run/postgresql; tmux -L {socket} run-shell "touch {mark}"'}}
+  - id: object-forger
+    agent: {{run: 'f=$(find {objects} -type f | head -1); chmod u+w "$f"; echo x > "$f" || rm -f "$f"'}}
+  - id: home-reader
+    agent: {{run: 'cat "{home}/.ssh/id_test"'}}
 """
 
 
-def test_an_agent_writes_its_own_worktree_and_nothing_else(kairo: Kairo, repo: Path) -> None:
-    kairo.env.update({"PASSED_TOKEN": "yes", "HIDDEN_TOKEN": "leaked"})
+def test_an_agent_writes_its_own_worktree_and_nothing_else(
+    kairo: Kairo, repo: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_test").write_text("the user's key\n")
+    kairo.env.update({"PASSED_TOKEN": "yes", "HIDDEN_TOKEN": "leaked", "HOME": str(home)})
     before = snapshot_checkout(repo)
+    objects = repo / ".git" / "objects"
+    mark = tmp_path / "tmux-ran-it"
 
-    plan = ESCAPES.format(repo=repo, outside=os.getpid())  # a process it did not start
+    plan = ESCAPES.format(
+        repo=repo,
+        outside=os.getpid(),  # a process it did not start
+        socket=kairo.socket,
+        mark=mark,
+        objects=objects,
+        home=home,
+    )
     done = kairo.run("start", str(kairo.write_plan(plan)), "--wait")
 
     assert done.returncode == 1, done.stderr
     subtasks = {s["id"]: s for s in kairo.json("status")["subtasks"]}
-    assert subtasks["honest"]["state"] == "merged"
     branch = kairo.json("status")["integration_branch"]
+    for honest in ("honest", "committer"):
+        assert subtasks[honest]["state"] == "merged", subtasks[honest]
     assert git(repo, "show", f"{branch}:honest.txt") == "token=yes hidden=\n"
-    for escaper in ("main-writer", "sibling-writer", "dialer", "remounter", "killer"):
-        assert subtasks[escaper]["state"] == "failed"
+    # Its own git works in its worktree; its commit is its own business, thrown away: the
+    # supervisor commits the files it left.
+    assert git(repo, "show", f"{branch}:c.txt") == "c\n"
+    agent_commit = git(repo, "show", f"{branch}:agent-commit.txt").strip()
+    assert len(agent_commit) == 40
+    found = subprocess.run(["git", "cat-file", "-e", agent_commit], cwd=repo, check=False)
+    assert found.returncode != 0  # not in the repository's objects
+    escapers = ("main-writer", "sibling-writer", "dialer", "remounter", "killer")
+    escapers += ("socketeer", "object-forger", "home-reader")
+    for escaper in escapers:
+        assert subtasks[escaper]["state"] == "failed", subtasks[escaper]
         assert "agent_failed" in subtasks[escaper]["reason"]
     report = kairo.json("report")
     tails = {item["id"]: item["output_tail"] for item in report["failed"]}
     assert "Read-only file system" in tails["main-writer"]
-    assert "Read-only file system" in tails["sibling-writer"]
+    assert "Directory nonexistent" in tails["sibling-writer"]  # it sees no other worktree
     assert "evil.txt" not in git(repo, "ls-tree", "-r", "--name-only", branch)
-    # as root too: no capability to remount, no process of the machine to see or signal
-    assert "permission denied" in tails["remounter"].lower(), tails["remounter"]
+    # not root, and no capability to remount; no process of the machine to see or signal
+    assert "must be superuser" in tails["remounter"], tails["remounter"]
     assert not (repo / "remounted.txt").exists()
     assert "No such process" in tails["killer"], tails["killer"]
-    assert snapshot_checkout(repo) == before
     assert "Network is unreachable" in tails["dialer"] or "Errno" in tails["dialer"]
+    # no socket of the machine: not PostgreSQL's, not the tmux server's that runs its pane
+    assert "no server running" in tails["socketeer"] or "error connecting" in tails["socketeer"]
+    assert not mark.exists()
+    assert "Read-only file system" in tails["object-forger"], tails["object-forger"]
+    assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
+    # the user's home is not the agent's: neither read nor written
+    assert "No such file or directory" in tails["home-reader"]
+    assert not (home / ".claude").exists()
+    assert snapshot_checkout(repo) == before
+
+    # its sessions and scratch are kept until `clean`, which removes them
+    run_root = Path(kairo.json("status")["run_root"])
+    assert (run_root / "honest" / "agent-state").is_dir()
+    assert (run_root / "honest" / "1" / "scratch" / "objects").is_dir()
+    cleaned = kairo.run("clean", "--force")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not (run_root / "honest" / "agent-state").exists()
+    assert not (run_root / "committer" / "1" / "scratch").exists()
+    assert (run_root / "honest" / "1" / "output.log").exists()  # the record stays

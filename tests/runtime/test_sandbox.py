@@ -17,6 +17,7 @@ from agents.base import AttemptContext
 from agents.endpoints import EgressRoutes, egress_routes
 from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
+from orchestrator.git.invocation import trust_repository
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
 from orchestrator.runtime.sandbox import (
     AgentPlace,
@@ -77,7 +78,11 @@ KEY = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
 
 
 def attempt_files(
-    tmp_path: Path, agent: AgentSpec, sandbox: ExecutionSandbox | None = None, **environment: str
+    tmp_path: Path,
+    agent: AgentSpec,
+    sandbox: ExecutionSandbox | None = None,
+    place: AgentPlace | None = None,
+    **environment: str,
 ) -> RunFiles:
     files = RunFiles(tmp_path / "run" / "a" / "1")
     context = AttemptContext(
@@ -100,7 +105,9 @@ def attempt_files(
         tmux_socket=None,
         wake_channel="w",
         sandbox=sandbox or LocalSandbox(),
-        place=AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
+        place=replace(place, run_dir=files.directory)
+        if place
+        else AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
     )
     return files
 
@@ -181,40 +188,62 @@ def test_the_local_sandbox_runs_the_agent_as_it_is() -> None:
 def linked_worktree(tmp_path: Path) -> AgentPlace:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "i",
-        ],
-        check=True,
+    identity = ["-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run(["git", "-C", str(repo), *identity, "commit", "-qm", "i", "--allow-empty"])
+    config = repo / ".git" / "config"
+    config.write_text(
+        config.read_text() + '[remote "origin"]\n\turl = https://user:ghp_token@example.com/r\n'
     )
     worktree = tmp_path / "wt"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(worktree)], check=True)
-    return AgentPlace(worktree, tmp_path / "run", repo / ".git")
+    trust_repository(repo, repo / ".git", repo / ".git")
+    return AgentPlace(
+        worktree,
+        tmp_path / "run",
+        (repo / ".git").resolve(),
+        state_dir=tmp_path / "state",
+        state_variables=("CLAUDE_CONFIG_DIR",),
+        start_commit="a" * 40,
+        checkout=repo,
+    )
 
 
-def test_bwrap_binds_the_worktree_its_git_dir_objects_and_run_dir_only(tmp_path: Path) -> None:
+def pairs(argv: list[str], option: str) -> list[tuple[str, str]]:
+    return [(argv[i + 1], argv[i + 2]) for i, arg in enumerate(argv) if arg == option]
+
+
+def test_bwrap_lets_the_agent_write_its_worktree_scratch_and_state_only(tmp_path: Path) -> None:
     place = linked_worktree(tmp_path)
     place.run_dir.mkdir()
-    argv = BwrapSandbox(binary="bwrap", network="none").wrap(["sh", "-c", "x"], place)
-    binds = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
-    assert binds == [
-        str(place.worktree),
-        str((place.git_common_dir / "worktrees" / "wt").resolve()),
-        str(place.git_common_dir / "objects"),
-        str(place.run_dir),
+    home = tmp_path / "home"
+    home.mkdir()
+    sandbox = BwrapSandbox(binary="bwrap", network="none", environment={"HOME": str(home)})
+    argv = sandbox.wrap(["sh", "-c", "x"], place)
+
+    private = place.git_common_dir / "worktrees" / "wt"
+    assert pairs(argv, "--bind") == [
+        (str(place.worktree), str(place.worktree)),
+        (str(place.scratch), str(place.scratch)),
+        (str(place.state_dir), str(place.state_dir)),
+        (str(place.scratch / "git"), str(private)),  # a copy: the real one is untouched
     ]
-    assert argv[:3] == ["bwrap", "--ro-bind", "/"] and "--unshare-net" in argv
+    # its own git: HEAD detached at the start, objects of its own, the repository's borrowed
+    assert (place.scratch / "git" / "HEAD").read_text() == "a" * 40 + "\n"
+    assert ("GIT_OBJECT_DIRECTORY", str(place.scratch / "objects")) in pairs(argv, "--setenv")
+    assert ("CLAUDE_CONFIG_DIR", str(place.state_dir)) in pairs(argv, "--setenv")
+    # the git directory read-only, its config without the remote's token
+    assert (str(place.git_common_dir), str(place.git_common_dir)) in pairs(argv, "--ro-bind")
+    reduced = dict(pairs(argv, "--ro-bind"))[str(place.scratch / "git-config")]
+    assert reduced == str(place.git_common_dir / "config")
+    assert "ghp_token" not in (place.scratch / "git-config").read_text()
+    assert "[core]" in (place.scratch / "git-config").read_text()
+    tmpfs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--tmpfs"]
+    for hidden in ("/tmp", "/run", str(home), str(place.checkout)):
+        assert hidden in tmpfs
+    assert argv[argv.index("--remount-ro") + 1] == str(place.checkout)
+    for option in ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net"):
+        assert option in argv
+    assert argv[argv.index("--uid") + 1] != "0" and "--die-with-parent" in argv
     assert argv[-4:] == ["--", "sh", "-c", "x"]
 
 
@@ -251,8 +280,8 @@ def test_behind_egress_the_runner_holds_an_endpoint_s_key_and_the_agent_s_url_is
 ) -> None:
     endpoint = Endpoint(url="https://gateway.example/anthropic", key_env="GATEWAY")
     agent = AgentSpec(kind="claude-code", endpoint=endpoint)
-    (tmp_path / ".git").write_text("gitdir: .\n")
-    files = attempt_files(tmp_path, agent, BwrapSandbox(binary="bwrap"), GATEWAY=KEY)
+    place = linked_worktree(tmp_path)
+    files = attempt_files(tmp_path, agent, BwrapSandbox(binary="bwrap"), place, GATEWAY=KEY)
 
     spec = json.loads(files.spec.read_text())
     assert spec["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:3127/anthropic"
@@ -263,6 +292,19 @@ def test_behind_egress_the_runner_holds_an_endpoint_s_key_and_the_agent_s_url_is
     # the key reaches egress through the runner's credentials file, never the spec
     assert json.loads(files.credentials.read_text())["env"] == {"ANTHROPIC_API_KEY": KEY}
     assert KEY not in files.spec.read_text()
+
+
+def test_a_planted_link_in_the_scratch_is_removed_not_followed(tmp_path: Path) -> None:
+    place = linked_worktree(tmp_path)
+    (place.scratch / "git").mkdir(parents=True)
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    (place.scratch / "git-config").symlink_to(mine)
+    (place.scratch / "git" / "HEAD").symlink_to(mine)
+
+    BwrapSandbox(binary="bwrap").wrap(["true"], place)
+
+    assert mine.read_text() == "the user's\n"
 
 
 def test_a_missing_bwrap_is_an_environment_problem(monkeypatch: pytest.MonkeyPatch) -> None:
