@@ -15,7 +15,8 @@ import agents.egress
 import agents.forwarder
 from agents.base import AttemptContext
 from agents.endpoints import EgressRoutes, egress_routes
-from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
+from orchestrator.app.plans import chosen_sandbox
+from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedPlan, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.git.invocation import trust_repository
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
@@ -312,3 +313,26 @@ def test_a_missing_bwrap_is_an_environment_problem(monkeypatch: pytest.MonkeyPat
     with pytest.raises(EnvironmentProblem, match="bubblewrap is not installed"):
         sandbox_for(SandboxSpec(kind="bwrap"))
     assert sandbox_for(SandboxSpec()).kind == "local"
+
+
+def plan_with(sandbox: SandboxSpec) -> ResolvedPlan:
+    subtask = ResolvedSubtask(id="a", title="a", prompt="p", agent=AgentSpec(kind="shell", run="x"))
+    return ResolvedPlan(name="p", sandbox=sandbox, subtasks=(subtask,))
+
+
+def test_a_plan_naming_no_sandbox_gets_bwrap_where_it_runs_and_is_told_why_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chosen, said = chosen_sandbox(plan_with(SandboxSpec(kind="auto")))
+    assert (chosen.sandbox.kind, said) == ("bwrap", ())  # bubblewrap runs on this machine
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    chosen, (warning,) = chosen_sandbox(plan_with(SandboxSpec(kind="auto")))
+    assert chosen.sandbox.kind == "local"
+    assert warning.startswith("agents run without a sandbox, as you: bubblewrap is not installed")
+
+
+def test_a_plan_choosing_local_is_warned_of_and_one_choosing_bwrap_is_not() -> None:
+    _, (warning,) = chosen_sandbox(plan_with(SandboxSpec(kind="local")))
+    assert "agents run as you" in warning
+    assert chosen_sandbox(plan_with(SandboxSpec(kind="bwrap")))[1] == ()
