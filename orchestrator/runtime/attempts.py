@@ -94,7 +94,8 @@ def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> st
     return prompt
 
 
-def _not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+def not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` less the supervisor's own variables, which no agent or sandboxed check gets."""
     return {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
 
 
@@ -119,7 +120,7 @@ def write_attempt_files(
     files.prompt.write_text(context.prompt, encoding="utf-8", errors="surrogateescape")
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
-    base = _not_for_agents(base_environment)
+    base = not_for_agents(base_environment)
     env = without_secrets(
         base, passed=pass_env, kind=spec.agent.kind, vendor=spec.agent.endpoint is None
     )
