@@ -94,7 +94,8 @@ def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> st
     return prompt
 
 
-def _not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+def not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` less the supervisor's own variables, which no agent or sandboxed check gets."""
     return {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
 
 
@@ -122,7 +123,7 @@ def write_attempt_files(
     # Behind egress, an endpoint elsewhere is reached at a port of the sandbox's own.
     confined = sandbox.network == "endpoint"
     agent = behind_egress(spec.agent) if confined else spec.agent
-    base = _not_for_agents(base_environment)
+    base = not_for_agents(base_environment)
     env = without_secrets(base, passed=pass_env, kind=agent.kind, vendor=agent.endpoint is None)
     env.update(adapter.environment(agent, context))
     # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.

@@ -388,9 +388,10 @@ def _bwrap_problem(binary: str) -> str | None:
     return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
 
 
-def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
-    """The sandbox of the plan (`auto`: bwrap where it runs); EnvironmentProblem (exit 5)
-    when the plan names bwrap and it cannot run here."""
+def sandbox_for(spec: SandboxSpec, network: Network | None = None) -> ExecutionSandbox:
+    """The sandbox of the plan (`auto`: bwrap where it runs), its network the agents'
+    unless `network` is given (a check's); EnvironmentProblem (exit 5) when the plan names
+    bwrap and it cannot run here."""
     if spec.kind == "local":
         return LocalSandbox()
     problem = bwrap_unavailable()
@@ -398,7 +399,7 @@ def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
         binary = shutil.which("bwrap")
         assert binary is not None
         return BwrapSandbox(
-            binary=binary, network=spec.network_for("agent"), writable=spec.writable
+            binary=binary, network=network or spec.network_for("agent"), writable=spec.writable
         )
     if spec.kind == "auto":
         return LocalSandbox()
