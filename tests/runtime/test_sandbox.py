@@ -336,3 +336,18 @@ def test_a_plan_choosing_local_is_warned_of_and_one_choosing_bwrap_is_not() -> N
     _, (warning,) = chosen_sandbox(plan_with(SandboxSpec(kind="local")))
     assert "agents run as you" in warning
     assert chosen_sandbox(plan_with(SandboxSpec(kind="bwrap")))[1] == ()
+
+
+def test_a_check_reaches_the_network_of_its_step() -> None:
+    from orchestrator.core.plan import NetworkSpec
+    from orchestrator.runtime.check_sandbox import check_network
+    from orchestrator.runtime.processes import CHECKS
+
+    spec = SandboxSpec(kind="bwrap", network=NetworkSpec(checks="all", setup="none"))
+    assert {check: check_network(spec, check) for check in CHECKS} == {
+        "verify": "all",
+        "integration": "all",
+        "setup": "none",
+    }
+    assert check_network(SandboxSpec(kind="bwrap"), "verify") == "none"  # the default
+    assert check_network(SandboxSpec(kind="bwrap"), "setup") == "all"
