@@ -113,15 +113,14 @@ class AgentPlace:
     start_commit: str | None = None
     #: The user's checkout, hidden: what it holds uncommitted is theirs alone.
     checkout: Path | None = None
+    #: What the agent reaches when its network is `endpoint`
+    #: (agents.endpoints.egress_routes); None: nothing at all.
+    egress: EgressRoutes | None = None
 
     @property
     def scratch(self) -> Path:
         """What the agent may write of its attempt's: TMPDIR and its git scratch."""
         return self.run_dir / "scratch"
-
-    # What the agent reaches when its network is `endpoint` (agents.endpoints.egress_routes);
-    # None: nothing at all.
-    egress: EgressRoutes | None = None
 
 
 class ExecutionSandbox(Protocol):
