@@ -71,6 +71,8 @@ CREDENTIALS: Mapping[AgentKind, tuple[str, ...]] = {
 
 #: The uid and gid the agent has inside: not root, whom bubblewrap would otherwise keep.
 SANDBOX_UID = 1000
+#: Who the agent's own git commits as, inside (its commits never leave the sandbox).
+AGENT_NAME, AGENT_EMAIL = "kairo-orch agent", "agent@kairo-orch.invalid"
 
 # Where the sockets of a machine live, and what is nobody's but the session's.
 _HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
@@ -189,6 +191,14 @@ class BwrapSandbox:
         for program in _programs(inside, self.environment, self._homes(), hidden):
             args += ["--ro-bind", str(program), str(program)]
         args += ["--ro-bind", str(place.run_dir), str(place.run_dir)]
+        # An identity for its git in its own home (a tmpfs: yours is not there): a
+        # program that finds none writes one into the repository's config (Aider does),
+        # which is read-only. Its commits are its own, thrown away.
+        identity = scratch / "gitconfig"
+        identity.write_text(f"[user]\n\tname = {AGENT_NAME}\n\temail = {AGENT_EMAIL}\n")
+        for home in self._homes():
+            if home in hidden:  # a tmpfs, where the file can be made
+                args += ["--ro-bind", str(identity), str(home / ".gitconfig")]
         writable = [place.worktree, scratch]
         if place.state_dir is not None:
             place.state_dir.mkdir(parents=True, exist_ok=True)
@@ -299,7 +309,10 @@ def _programs(
     for path in named:
         for form in {path, Path(os.path.realpath(path))}:
             if form.exists() and _under(form, hidden):
-                found.add(_tool_folder(form, homes))
+                folder = _tool_folder(form, homes)
+                # A folder holding something hidden (a program beside the checkout)
+                # would show it again: the program alone, then.
+                found.add(form if any(folder in h.parents for h in hidden) else folder)
     # Outermost first, and none inside another: bwrap binds them in order.
     ordered = sorted(found, key=lambda path: len(path.parts))
     return [p for i, p in enumerate(ordered) if not _under(p, ordered[:i])]

@@ -234,11 +234,6 @@ def test_a_real_claude_code_in_the_sandbox_reaches_its_model_and_finishes(
     assert keys == ({"sk-ant-scripted"} if pointed == "by its base URL" else {key}), keys
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aider writes user.name and user.email into the repository's config where it "
-    "finds none, and the sandbox gives it a read-only config reduced to core and extensions",
-)
 def test_a_real_aider_in_the_sandbox_reaches_the_plan_s_endpoint_its_key_added_outside(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:

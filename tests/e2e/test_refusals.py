@@ -296,20 +296,23 @@ def test_an_agent_setting_that_names_an_unset_variable_is_refused_with_exit_5(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="Claude Code refuses bypassPermissions only as root")
-def test_claude_code_bypassing_permissions_as_root_is_refused_with_exit_5(
+def test_claude_code_bypassing_permissions_as_root_unsandboxed_is_refused_with_exit_5(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     claude = tmp_path / "claude"  # a program that is there: this check comes after
     claude.write_text("#!/bin/sh\n")
     claude.chmod(0o755)
-    plan = kairo.write_plan(
+    text = (
         f"version: 1\nname: p\nagent: {{kind: claude-code, binary: {claude}, "
         "permission_mode: bypassPermissions}\nsubtasks:\n  - id: a\n"
     )
+    plan = kairo.write_plan(text + "sandbox: {kind: local}\n")
     done = kairo.run("start", str(plan), "--detach")
     assert done.returncode == 5, done.stderr
     assert "Claude Code refuses permission_mode bypassPermissions when run as root" in done.stderr
     assert_nothing_created(kairo, repo)
+    # in the default sandbox it is no root, and Claude Code is told it is sandboxed
+    assert kairo.run("validate", str(kairo.write_plan(text, "default.yaml"))).returncode == 0
     kairo.env["IS_SANDBOX"] = "1"  # this machine is a sandbox: the user says so
     assert kairo.run("validate", str(plan)).returncode == 0
 
