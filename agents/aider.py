@@ -9,7 +9,7 @@
 Every flag is one `aider --help` lists (0.86.2). What they are for, as measured:
 - Aider writes into the git root, which is the worktree, and anything left there would be
   committed as the agent's work: `--no-gitignore` (else it edits .gitignore), the two
-  history files go beside the prompt file, in the attempt's run directory, and
+  history files go in the attempt's scratch directory (`AttemptContext.scratch`), and
   `--map-tokens 0` turns the repository map off, whose cache (.aider.tags.cache.v4/) has
   no flag to move it. `extra_args: [--map-tokens, '1024']` turns it back on (the last
   flag wins); the supervisor then has to leave that cache out of the commit.
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from agents.base import AttemptContext
+from agents.base import AttemptContext, Contain, uncontained
 from orchestrator.core.plan import AgentSpec
 
 DEFAULT_BINARY = "aider"
@@ -56,17 +56,20 @@ class AiderAgent:
     kind = "aider"
     supports_resume = False
     reports_usage = False
+    claims_usage = False
     install_hint: str | None = "python -m pip install aider-chat"
     state_variables: tuple[str, ...] = ()
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
-        run_dir = Path(context.prompt_file).absolute().parent
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
+        scratch = Path(context.scratch)
         command = [self.binary(spec), "--message-file", context.prompt_file, *HEADLESS]
-        command += ["--chat-history-file", str(run_dir / "aider.chat.history.md")]
-        command += ["--input-history-file", str(run_dir / "aider.input.history")]
+        command += ["--chat-history-file", str(scratch / "aider.chat.history.md")]
+        command += ["--input-history-file", str(scratch / "aider.input.history")]
         if spec.model:
             # Through an endpoint, an OpenAI-compatible one: litellm wants that said.
             routed = spec.endpoint is not None and "/" not in spec.model
@@ -74,7 +77,7 @@ class AiderAgent:
         command += spec.extra_args
         if context.files:
             command += ["--", *context.files]
-        return command
+        return contain(command)
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         return context.environment()

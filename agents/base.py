@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +21,10 @@ class AttemptContext:
     worktree: str
     idempotency_key: str
     usage_file: str
+    # The one directory of the attempt's that is the agent's to write besides its worktree
+    # (its TMPDIR under a sandbox, what its program keeps between its own steps): nothing
+    # of the runner's, the stream filter's or the supervisor's is written there.
+    scratch: str
     # The agent's own session to continue instead of starting cold (kinds that support it,
     # see `AgentAdapter.supports_resume`): the `session_id` an earlier attempt's usage line
     # recorded; `agents.usage.resume_point` finds it.
@@ -69,13 +73,27 @@ class AttemptContext:
         }
 
 
+#: Where the agent program itself is to run (ExecutionSandbox.wrap): its command line in,
+#: the command line that runs it in the attempt's sandbox out.
+Contain = Callable[[list[str]], list[str]]
+
+
+def uncontained(argv: list[str]) -> list[str]:
+    """The agent program run as it is (no sandbox)."""
+    return argv
+
+
 class AgentAdapter(Protocol):
     """How to start one kind of agent for one attempt, and what it can do besides.
 
     `supports_resume`: `argv` continues `context.resume_session` when one is given (else
     the re-run relies on its prompt's account of earlier attempts); it sends
     `context.message`, not the whole prompt, to a session it continues. `reports_usage`: the
-    attempt appends a usage line to KAIRO_USAGE_FILE by itself (see agents.usage).
+    attempt appends a usage line to KAIRO_USAGE_FILE by itself (see agents.usage), written
+    by its stream filter, which runs outside the sandbox, where the agent cannot reach it.
+    `claims_usage`: the agent program may append its own usage lines (a shell command,
+    which has no filter to count for it): under a sandbox the usage file, and nothing
+    beside it, is writable for it, and what it says there is only its word.
     """
 
     kind: str
@@ -85,9 +103,17 @@ class AgentAdapter(Protocol):
     # The variables that name where the program keeps its sessions and settings: under a
     # sandbox, the subtask's own state directory (runtime/sandbox.py), not the user's.
     state_variables: tuple[str, ...]
+    claims_usage: bool
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
-        """The agent's command line; the in-pane runner executes it in the worktree."""
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
+        """The attempt's command line; the in-pane runner executes it in the worktree.
+
+        `contain` is applied to the agent program's own command line, and to nothing
+        around it: a stream filter that counts its tokens and writes its usage runs
+        outside the sandbox, with the runner.
+        """
         ...
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:

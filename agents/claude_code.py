@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import agents.claude_stream
-from agents.base import AttemptContext
+from agents.base import AttemptContext, Contain, uncontained
 from agents.stream_filter import filter_argv
 from orchestrator.core.plan import AgentSpec
 
@@ -49,13 +49,16 @@ class ClaudeCodeAgent:
     kind = "claude-code"
     supports_resume = True
     reports_usage = True
+    claims_usage = False
     install_hint: str | None = "npm install -g @anthropic-ai/claude-code"
     state_variables: tuple[str, ...] = ("CLAUDE_CONFIG_DIR",)
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
         command = [self.binary(spec), "-p", "--output-format", "stream-json", "--verbose"]
         command.append("--include-partial-messages")
         mode = spec.permission_mode or DEFAULT_PERMISSION_MODE
@@ -70,7 +73,7 @@ class ClaudeCodeAgent:
         command += [*spec.extra_args, "--", context.message]
         allowance = context.token_allowance
         options = [] if allowance is None else ["--token-limit", str(allowance)]
-        return filter_argv(agents.claude_stream.__file__, options, command)
+        return filter_argv(agents.claude_stream.__file__, options, contain(command))
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         # An update replacing the program under a running attempt helps nobody.

@@ -12,8 +12,8 @@ that does not take `--sandbox` itself, but the options written before it apply t
 An `endpoint` becomes a model provider of codex's own (agents/endpoints.py). Where codex's
 home (CODEX_HOME, else ~/.codex) lies in the temporary directory, codex refuses to make the
 helper its sandbox runs commands and patches through ("Refusing to create helper binaries
-under temporary dir"), and every one of them fails: such an attempt gets a TMPDIR of its
-own, in its run directory.
+under temporary dir"), and every one of them fails: such an attempt gets its scratch
+directory (`AttemptContext.scratch`) as its TMPDIR.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import agents.codex_stream
-from agents.base import AttemptContext
+from agents.base import AttemptContext, Contain, uncontained
 from agents.endpoints import agent_templates, codex_provider_args, expand
 from agents.stream_filter import filter_argv
 from orchestrator.core.plan import AgentSpec
@@ -38,13 +38,16 @@ class CodexAgent:
     kind = "codex"
     supports_resume = True
     reports_usage = True
+    claims_usage = False
     install_hint: str | None = "npm install -g @openai/codex"
     state_variables: tuple[str, ...] = ("CODEX_HOME",)
 
     def binary(self, spec: AgentSpec) -> str:
         return str(Path(spec.binary or DEFAULT_BINARY).expanduser())
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
         command = [self.binary(spec), "exec", "--json"]
         command += ["--sandbox", spec.permission_mode or DEFAULT_SANDBOX]
         if spec.model:
@@ -56,14 +59,12 @@ class CodexAgent:
             if context.resume_totals:
                 options = ["--baseline", json.dumps(dict(context.resume_totals), sort_keys=True)]
         command += ["--", context.message]
-        return filter_argv(agents.codex_stream.__file__, options, command)
+        return filter_argv(agents.codex_stream.__file__, options, contain(command))
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         env = context.environment()
         if _home_in_temporary_directory(spec):
-            tmp = Path(context.prompt_file).parent / "tmp"
-            tmp.mkdir(parents=True, exist_ok=True)
-            env["TMPDIR"] = str(tmp)
+            env["TMPDIR"] = context.scratch
         return env
 
     def idempotent(self, spec: AgentSpec) -> bool:

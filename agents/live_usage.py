@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 
+from agents.runner_records import create_new
+
 LIVE_SUFFIX = ".live"
 
 
@@ -63,7 +65,9 @@ class Tally:
         }
         staged = self.path + ".tmp"
         try:
-            with open(staged, "w", encoding="utf-8") as f:
+            # Made anew, never written through a link planted at its name; the rename
+            # replaces whatever is at `path`, a link included, without following it.
+            with os.fdopen(create_new(staged), "w", encoding="utf-8") as f:
                 f.write(json.dumps(record))
             os.replace(staged, self.path)  # read whole or not at all
         except OSError:
@@ -73,7 +77,8 @@ class Tally:
 def read_live(usage_file: str) -> dict[str, int | None] | None:
     """What a running attempt has used so far and gone through, or None before it says."""
     try:
-        with open(usage_file + LIVE_SUFFIX, encoding="utf-8") as f:
+        fd = os.open(usage_file + LIVE_SUFFIX, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, encoding="utf-8") as f:
             live = json.loads(f.read())
     except (OSError, ValueError):
         return None

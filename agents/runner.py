@@ -22,6 +22,11 @@ where it could not keep one): the supervisor tells by them a log someone else ch
 An exit record found at the start (planted, or stale) is removed first: the runner's is
 the only one there may be once it has started.
 
+The runner runs outside the attempt's sandbox (the sandbox is part of the agent's command
+line, `argv`), and its files lie in the attempt's run directory, which a sandboxed agent
+can read but not write. In local mode any agent may write there, so none of them is ever
+written through a link planted at its name, or at its temporary file's (runner_records).
+
 The spec (written by the supervisor; keys marked ? are optional):
 
     {"argv": [str, ...], "cwd": str, "env": {str: str}, "output_log": str,

@@ -1,17 +1,24 @@
-"""Kinds `shell` (one command line for /bin/sh -c) and `command` (an argv, no shell)."""
+"""Kinds `shell` (one command line for /bin/sh -c) and `command` (an argv, no shell).
+
+Neither has a stream filter: the whole command is the agent, and what it appends to
+KAIRO_USAGE_FILE is all the usage it has (`claims_usage`). That is its own word, sandboxed
+or not: these are kinds for tests and utilities, not a way to hold an untrusted agent to a
+token budget (claude-code and codex are counted by their filters, outside its reach).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agents.base import AttemptContext
+from agents.base import AttemptContext, Contain, uncontained
 from orchestrator.core.plan import AgentSpec
 
 
 class ShellAgent:
     kind = "shell"
     supports_resume = False
-    reports_usage = False  # the command may append to KAIRO_USAGE_FILE itself
+    reports_usage = False
+    claims_usage = True  # the command may append to KAIRO_USAGE_FILE itself: its word
     install_hint: str | None = None
     state_variables: tuple[str, ...] = ()
 
@@ -21,9 +28,11 @@ class ShellAgent:
     def idempotent(self, spec: AgentSpec) -> bool:
         return spec.idempotent
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
         assert spec.run is not None, "the plan loader requires `run` for kind shell"
-        return ["/bin/sh", "-c", spec.run]
+        return contain(["/bin/sh", "-c", spec.run])
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         return context.environment()
@@ -35,6 +44,7 @@ class CommandAgent:
     kind = "command"
     supports_resume = False
     reports_usage = False
+    claims_usage = True
     install_hint: str | None = None
     state_variables: tuple[str, ...] = ()
 
@@ -45,14 +55,16 @@ class CommandAgent:
     def idempotent(self, spec: AgentSpec) -> bool:
         return spec.idempotent
 
-    def argv(self, spec: AgentSpec, context: AttemptContext) -> list[str]:
+    def argv(
+        self, spec: AgentSpec, context: AttemptContext, *, contain: Contain = uncontained
+    ) -> list[str]:
         assert spec.command, "the plan loader requires `command` for kind command"
         values = {
             "{prompt}": context.prompt,
             "{prompt_file}": context.prompt_file,
             "{files}": " ".join(context.files),
         }
-        return [_expand(item, values) for item in spec.command]
+        return contain([_expand(item, values) for item in spec.command])
 
     def environment(self, spec: AgentSpec, context: AttemptContext) -> Mapping[str, str]:
         return context.environment()

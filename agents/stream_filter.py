@@ -14,6 +14,14 @@ its keys) and exits with:
     started); else 1 when its stream ended in an error or with no result at all (cut short);
     else 0.
 
+The filter runs outside the attempt's sandbox, with the runner: the sandbox wraps the
+agent's own command alone (PROGRAM is then bubblewrap, ARGS end in the agent's command;
+AgentAdapter.argv's `contain`), and the usage file and its live file lie in the attempt's
+run directory, which is read-only inside it. So what the filter counts is what the agent's
+stream showed, and nothing else: the agent can neither write those files nor reach the
+filter's process. The filter writes them never through a link planted at their names
+(`append_usage`, agents.live_usage.Tally).
+
 SIGTERM, SIGINT and SIGHUP are passed on to the agent, and the filter goes on reading until
 it has exited, so a stopped attempt still records what it had used. Standard library only,
 like agents/runner.py: it starts once per attempt, in front of the agent.
@@ -34,6 +42,7 @@ import json
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -132,16 +141,23 @@ class _Output:
 
 
 def append_usage(path: str | None, record: dict[str, Any]) -> None:
-    """Append `record` as one line, in one write (O_APPEND keeps it whole)."""
+    """Append `record` as one line, in one write (O_APPEND keeps it whole), to the usage
+    file itself: never through a link planted in its place (O_NOFOLLOW), nor into a file
+    it shares its data with (a hard link) or a FIFO that would hold the filter."""
     if not path:
         return
     line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE)
+        fd = os.open(path, flags | os.O_CLOEXEC, PRIVATE)
     except OSError as exc:
         print(f"kairo: cannot record usage in {path}: {exc}", file=sys.stderr)
         return
     try:
+        facts = os.fstat(fd)
+        if not stat.S_ISREG(facts.st_mode) or facts.st_nlink != 1:
+            print(f"kairo: {path} is not the attempt's own usage file", file=sys.stderr)
+            return
         os.write(fd, line)
     finally:
         os.close(fd)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -79,6 +80,11 @@ class RunFiles:
         return self.directory / "credentials.json"
 
     @property
+    def scratch(self) -> Path:
+        """The agent's own directory (AttemptContext.scratch): none of the above is in it."""
+        return self.directory / "scratch"
+
+    @property
     def printed(self) -> tuple[Path, ...]:
         """The files that hold what the agent printed or said."""
         return (self.output, self.exit, self.usage)
@@ -112,13 +118,21 @@ def write_attempt_files(
     pass_env: Sequence[str] = (),
     cgroup: str | None = None,
 ) -> list[str]:
-    """Write the prompt, the runner spec and the credentials file; return the pane's
-    command line. `cgroup`: the name of the cgroup the runner is to hold the attempt's
-    processes in, where it can."""
+    """Write the prompt, the runner spec and the credentials file, and make the agent's
+    scratch directory; return the pane's command line. `cgroup`: the name of the cgroup the
+    runner is to hold the attempt's processes in, where it can.
+
+    The sandbox wraps the agent program alone (`contain`), not the stream filter around it.
+    Each file is made anew (agents.runner_records.create_new): nothing an agent planted in
+    the run directory is written through.
+    """
     files.directory.mkdir(parents=True, exist_ok=True)
+    _make_scratch(files.scratch)
     # A name that is not UTF-8 reaches the agent as the very bytes git gave (os_strings).
-    files.prompt.write_text(context.prompt, encoding="utf-8", errors="surrogateescape")
-    files.usage.touch()
+    prompt = context.prompt.encode("utf-8", errors="surrogateescape")
+    with os.fdopen(create_new(str(files.prompt)), "wb") as handle:
+        handle.write(prompt)
+    _make_usage_file(files.usage)
     adapter = adapter_for(spec.agent.kind)
     # Behind egress, an endpoint elsewhere is reached at a port of the sandbox's own.
     confined = sandbox.network == "endpoint"
@@ -135,7 +149,7 @@ def write_attempt_files(
     if key_env is not None and key_env in env:  # codex gets its endpoint key under that name
         secrets[key_env] = env[key_env]
     runner_spec: dict[str, Any] = {
-        "argv": sandbox.wrap(adapter.argv(agent, context), place),
+        "argv": adapter.argv(agent, context, contain=lambda command: sandbox.wrap(command, place)),
         "cwd": context.worktree,
         "env": {name: value for name, value in env.items() if name not in secrets},
         "output_log": str(files.output),
@@ -151,10 +165,31 @@ def write_attempt_files(
         _write_credentials(files.credentials, secrets)
         runner_spec["credentials_path"] = str(files.credentials)
     # The user's environment, less its secrets, is theirs all the same: owner-only.
-    fd = os.open(files.spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+    with os.fdopen(create_new(str(files.spec)), "w", encoding="utf-8") as handle:
         json.dump(runner_spec, handle)
     return runner_argv(str(files.spec))
+
+
+def _make_scratch(path: Path) -> None:
+    """The agent's scratch directory, which a sandbox binds writable: a directory of the
+    attempt's own, not a link someone planted there to have another place bound."""
+    if path.is_symlink():
+        path.unlink()
+    path.mkdir(exist_ok=True)
+
+
+def _make_usage_file(path: Path) -> None:
+    """The usage file, there before the agent starts (a sandbox binds it for an agent that
+    claims its own usage). One that is already the attempt's own file is kept: a supervisor
+    that crashed may be writing the same attempt's files again, after its filter wrote."""
+    try:
+        facts = path.lstat()
+    except FileNotFoundError:
+        pass
+    else:
+        if stat.S_ISREG(facts.st_mode) and facts.st_nlink == 1:
+            return
+    os.close(create_new(str(path)))  # a link, symbolic or hard, or a FIFO: made anew
 
 
 def _write_credentials(path: Path, secrets: Mapping[str, str]) -> None:

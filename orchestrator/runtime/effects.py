@@ -176,6 +176,7 @@ def _context(
         worktree=view.worktree,
         idempotency_key=idempotency_key(state.execution_id, subtask_id, attempt, "agent"),
         usage_file=str(files.usage),
+        scratch=str(files.scratch),
     )
 
 
@@ -215,6 +216,7 @@ async def _open_pane(
                 state_variables=adapter.state_variables,
                 start_commit=view.current_attempt.start_commit if view.current_attempt else None,
                 checkout=Path(state.created.repo_root),
+                usage_claims=files.usage if adapter.claims_usage else None,
             ),
             pass_env=state.plan.sandbox.pass_env,
             cgroup=attempt_cgroup(state.execution_id, sid, number)

@@ -34,8 +34,13 @@ directory (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`), never the user's: the user's logi
 settings are not theirs, and what they write there never runs in the user's next session.
 They log in with a key in their environment (CREDENTIALS); an OAuth login is not copied.
 
-The wrapper is part of the agent's command line inside the in-pane runner, so the runner's
-process-group kill reaches it (no --new-session).
+The sandbox wraps the agent program alone (AgentAdapter.argv's `contain`): the in-pane
+runner and the stream filter that counts its tokens run outside it, and the attempt's run
+directory, where they write its records and its usage, is read-only inside (the agent reads
+its prompt there). Only a kind whose agent claims its own usage (`claims_usage`: a shell
+command, which has no filter) gets its usage file, that one file, writable. The wrapper is
+part of the agent's command line under the runner, so the runner's process-group kill
+reaches it (no --new-session).
 
 Whatever the kind, variables that are secrets by their name or by their value
 (core/secrets.py) are withheld unless the plan passes them (`sandbox.pass_env`) or the
@@ -118,6 +123,8 @@ class AgentPlace:
     #: What the agent reaches when its network is `endpoint`
     #: (agents.endpoints.egress_routes); None: nothing at all.
     egress: EgressRoutes | None = None
+    #: The usage file, writable for an agent that appends its own (AgentAdapter.claims_usage).
+    usage_claims: Path | None = None
 
     @property
     def scratch(self) -> Path:
@@ -200,6 +207,8 @@ class BwrapSandbox:
             if home in hidden:  # a tmpfs, where the file can be made
                 args += ["--ro-bind", str(identity), str(home / ".gitconfig")]
         writable = [place.worktree, scratch]
+        if place.usage_claims is not None:  # that one file of the run directory: its word
+            writable.append(place.usage_claims)
         if place.state_dir is not None:
             place.state_dir.mkdir(parents=True, exist_ok=True)
             writable.append(place.state_dir)

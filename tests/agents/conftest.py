@@ -53,7 +53,7 @@ class Attempts:
     def context(self, prompt: str = "Rename fmt to format", **extra: Any) -> AttemptContext:
         self.number += 1
         run_dir = self.run_dir(self.number)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "scratch").mkdir(parents=True, exist_ok=True)
         (run_dir / "prompt.txt").write_text(prompt)
         fields: dict[str, Any] = {
             "execution_id": "01JEXEC",
@@ -66,6 +66,7 @@ class Attempts:
             "worktree": str(self.worktree),
             "idempotency_key": f"key-{self.number}",
             "usage_file": str(run_dir / "usage.jsonl"),
+            "scratch": str(run_dir / "scratch"),
             **extra,
         }
         return AttemptContext(**fields)

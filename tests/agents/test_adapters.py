@@ -30,6 +30,7 @@ CONTEXT = AttemptContext(
     worktree="/wt/rename",
     idempotency_key="k1",
     usage_file="/runs/rename/1/usage.jsonl",
+    scratch="/runs/rename/1/scratch",
 )
 RESUMING = AttemptContext(
     **{
@@ -214,9 +215,9 @@ def test_aider_writes_nothing_of_its_own_into_the_worktree_and_edits_the_owned_f
         "/runs/rename/1/prompt.txt",
         *HEADLESS,
         "--chat-history-file",
-        "/runs/rename/1/aider.chat.history.md",
+        "/runs/rename/1/scratch/aider.chat.history.md",
         "--input-history-file",
-        "/runs/rename/1/aider.input.history",
+        "/runs/rename/1/scratch/aider.input.history",
         "--model",
         "sonnet",
         "--map-tokens",
@@ -322,8 +323,8 @@ def test_each_simple_command_of_the_check_is_allowed_as_claude_code_matches_them
 def test_codex_with_its_home_in_the_temporary_directory_gets_a_tmpdir_of_its_own(
     tmp_path: Path,
 ) -> None:
-    context = AttemptContext(**{**CONTEXT.__dict__, "prompt_file": str(tmp_path / "prompt.txt")})
+    context = AttemptContext(**{**CONTEXT.__dict__, "scratch": str(tmp_path / "scratch")})
     home_in_tmp = AgentSpec(kind="codex", env={"CODEX_HOME": "/tmp/codex-home"})
-    assert CodexAgent().environment(home_in_tmp, context)["TMPDIR"] == str(tmp_path / "tmp")
+    assert CodexAgent().environment(home_in_tmp, context)["TMPDIR"] == str(tmp_path / "scratch")
     elsewhere = AgentSpec(kind="codex", env={"CODEX_HOME": "/var/lib/codex-home"})
     assert "TMPDIR" not in CodexAgent().environment(elsewhere, context)

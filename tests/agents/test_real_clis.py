@@ -377,5 +377,5 @@ def test_aider_without_credentials_exits_0_and_leaves_the_worktree_alone(
         check=True,
     )
     assert status.stdout == "?? a.py\n"  # no .aider* file, no .gitignore edit
-    assert (Path(context.prompt_file).parent / "aider.chat.history.md").exists()
+    assert (Path(context.scratch) / "aider.chat.history.md").exists()
     assert run.usage == []  # aider reports no usage

@@ -1,10 +1,12 @@
-"""Reading usage lines back: which session the next attempt continues."""
+"""Usage lines written and read back: which session the next attempt continues."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from agents.live_usage import Tally, live_path, read_live
+from agents.stream_filter import append_usage
 from agents.usage import ResumePoint, resume_point, resumed, usage_records
 from tests.agents.test_adapters import CONTEXT
 
@@ -39,3 +41,23 @@ def test_resumed_sets_both_fields_or_nothing() -> None:
     context = resumed(CONTEXT, ResumePoint("s", {"input_tokens": 3}))
     assert (context.resume_session, context.resume_totals) == ("s", {"input_tokens": 3})
     assert context.environment() == CONTEXT.environment()
+
+
+def test_the_filter_writes_usage_never_through_a_link_planted_at_its_files(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    usage = tmp_path / "usage.jsonl"
+    usage.symlink_to(mine)
+    (tmp_path / "usage.jsonl.live.tmp").symlink_to(mine)  # where the live count is staged
+
+    append_usage(str(usage), {"input_tokens": 5})
+    Tally(path=live_path(str(usage))).count(7)
+
+    assert mine.read_text() == "the user's\n"
+    assert read_live(str(usage)) == {"tokens": 7, "api_retries": 0, "api_status": None}
+    usage.unlink()
+    usage.hardlink_to(mine)  # a name that shares the user's file's data
+    append_usage(str(usage), {"input_tokens": 5})
+    assert mine.read_text() == "the user's\n"

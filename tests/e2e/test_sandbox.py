@@ -116,3 +116,29 @@ def test_an_agent_writes_its_own_worktree_and_nothing_else(
     assert not (run_root / "honest" / "agent-state").exists()
     assert not (run_root / "committer" / "1" / "scratch").exists()
     assert (run_root / "honest" / "1" / "output.log").exists()  # the record stays
+
+
+def test_a_sandboxed_shell_agent_claims_its_usage_and_writes_nothing_beside_it(
+    kairo: Kairo,
+) -> None:
+    # A shell agent has no filter to count for it: its usage file is its to write, as its
+    # word, and the rest of its run folder (the live count, the runner's records) is not.
+    run = """\
+echo '{"input_tokens": 5, "output_tokens": 1}' >> "$KAIRO_USAGE_FILE"
+echo '{}' > "$KAIRO_USAGE_FILE.live" || echo live refused
+touch "$(dirname "$KAIRO_USAGE_FILE")/exit.json" || echo records refused
+echo mine > "$TMPDIR/mine" && echo ok > ok.txt
+"""
+    script = "".join(f"      {line}\n" for line in run.splitlines())
+    plan = (
+        "version: 1\nname: claims\nsandbox: {kind: bwrap}\n"
+        f"agent:\n  kind: shell\n  run: |\n{script}subtasks:\n  - id: claimer\n"
+    )
+
+    done = kairo.run("start", str(kairo.write_plan(plan)), "--wait")
+
+    assert done.returncode == 0, kairo.run("report").stdout
+    view = kairo.json("status")["subtasks"][0]
+    assert (view["input_tokens"], view["output_tokens"]) == (5, 1)
+    log = (Path(kairo.json("status")["run_root"]) / "claimer" / "1" / "output.log").read_text()
+    assert "live refused" in log and "records refused" in log, log

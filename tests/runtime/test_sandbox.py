@@ -97,6 +97,7 @@ def attempt_files(
         worktree=str(tmp_path),
         idempotency_key="k",
         usage_file=str(files.usage),
+        scratch=str(files.scratch),
     )
     write_attempt_files(
         files,
@@ -306,6 +307,82 @@ def test_a_planted_link_in_the_scratch_is_removed_not_followed(tmp_path: Path) -
     BwrapSandbox(binary="bwrap").wrap(["true"], place)
 
     assert mine.read_text() == "the user's\n"
+
+
+def sandboxed_attempt(tmp_path: Path, agent: AgentSpec) -> tuple[RunFiles, list[str]]:
+    """The runner spec's command line of an attempt under bwrap, and its files."""
+    place = linked_worktree(tmp_path)
+    files = RunFiles(place.run_dir)
+    usage_claims = files.usage if agent.kind == "shell" else None
+    context = AttemptContext(
+        execution_id="e",
+        subtask_id="a",
+        attempt=1,
+        prompt="do it",
+        prompt_file=str(files.prompt),
+        feedback="",
+        files=(),
+        worktree=str(place.worktree),
+        idempotency_key="k",
+        usage_file=str(files.usage),
+        scratch=str(files.scratch),
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    write_attempt_files(
+        files,
+        spec=ResolvedSubtask(id="a", title="a", prompt="do it", agent=agent),
+        context=context,
+        base_environment={"PATH": "/bin"},
+        tmux_socket=None,
+        wake_channel="w",
+        sandbox=BwrapSandbox(binary="bwrap", environment={"HOME": str(home)}),
+        place=replace(place, usage_claims=usage_claims),
+    )
+    return files, json.loads(files.spec.read_text())["argv"]
+
+
+def written(argv: list[str]) -> list[str]:
+    """What the sandbox binds writable."""
+    return [inside for _, inside in pairs(argv, "--bind")]
+
+
+def test_under_bwrap_the_stream_filter_runs_outside_and_the_agent_inside(tmp_path: Path) -> None:
+    files, argv = sandboxed_attempt(tmp_path, AgentSpec(kind="claude-code", binary="/bin/claude"))
+    cut = argv.index("--")
+    filtering, contained = argv[:cut], argv[cut + 1 :]
+    assert filtering[-1].endswith("claude_stream.py") and "bwrap" not in filtering
+    jail = contained[contained.index("bwrap") :]  # behind egress, itself outside
+    assert "/bin/claude" in jail and not [arg for arg in jail if arg.endswith("_stream.py")]
+    # where the filter writes the usage and its live file, and the runner its records
+    assert (str(files.directory), str(files.directory)) in pairs(contained, "--ro-bind")
+    assert not [path for path in written(contained) if Path(path) in (files.usage, files.directory)]
+    assert str(files.scratch) in written(contained)
+
+
+def test_under_bwrap_a_shell_agent_may_write_its_usage_file_and_nothing_beside_it(
+    tmp_path: Path,
+) -> None:
+    files, argv = sandboxed_attempt(tmp_path, AgentSpec(kind="shell", run="true"))
+    assert argv[0] == "bwrap" and argv[-3:] == ["/bin/sh", "-c", "true"]
+    assert str(files.usage) in written(argv) and str(files.directory) not in written(argv)
+
+
+def test_nothing_planted_in_a_run_directory_is_written_through(tmp_path: Path) -> None:
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's\n")
+    files = RunFiles(tmp_path / "run" / "a" / "1")
+    files.directory.mkdir(parents=True)
+    for planted in (files.prompt, files.spec, files.usage):
+        planted.symlink_to(mine)
+    files.scratch.symlink_to(tmp_path, target_is_directory=True)  # to have it bound writable
+
+    attempt_files(tmp_path, AgentSpec(kind="shell", run="true"))
+
+    assert mine.read_text() == "the user's\n"
+    assert files.prompt.read_text() == "do it" and not files.usage.is_symlink()
+    assert json.loads(files.spec.read_text())["argv"] == ["/bin/sh", "-c", "true"]
+    assert files.scratch.is_dir() and not files.scratch.is_symlink()
 
 
 def test_a_missing_bwrap_is_an_environment_problem(monkeypatch: pytest.MonkeyPatch) -> None:
