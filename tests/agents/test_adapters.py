@@ -328,3 +328,30 @@ def test_codex_with_its_home_in_the_temporary_directory_gets_a_tmpdir_of_its_own
     assert CodexAgent().environment(home_in_tmp, context)["TMPDIR"] == str(tmp_path / "scratch")
     elsewhere = AgentSpec(kind="codex", env={"CODEX_HOME": "/var/lib/codex-home"})
     assert "TMPDIR" not in CodexAgent().environment(elsewhere, context)
+
+
+def jail(argv: list[str]) -> list[str]:
+    return ["jail", "--", *argv]
+
+
+@pytest.mark.parametrize(
+    ("spec", "stream"),
+    [
+        (AgentSpec(kind="claude-code"), agents.claude_stream),
+        (AgentSpec(kind="codex"), agents.codex_stream),
+        (AgentSpec(kind="aider"), None),
+        (AgentSpec(kind="shell", run="make"), None),
+        (AgentSpec(kind="command", command=("fix", "{files}")), None),
+    ],
+)
+def test_the_sandbox_holds_the_agent_program_and_never_its_stream_filter(
+    spec: AgentSpec, stream: object
+) -> None:
+    adapter = adapter_for(spec.kind)
+    alone = adapter.argv(spec, CONTEXT)
+    if stream is None:  # no filter: the whole command is the agent's
+        assert adapter.argv(spec, CONTEXT, contain=jail) == jail(alone)
+    else:
+        cut = len(filtered(stream)) + 1  # the filter's own, then "--"
+        assert adapter.argv(spec, CONTEXT, contain=jail) == [*alone[:cut], *jail(alone[cut:])]
+    assert adapter.claims_usage == (spec.kind in ("shell", "command"))
