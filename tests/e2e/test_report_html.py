@@ -23,7 +23,7 @@ import pytest
 from orchestrator import kairo_dir
 from orchestrator.store.sqlite import SqliteStore
 from tests.browser import chromium, console, require_browser
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, git, shared_with_agents
 from tests.golden import logs
 
 pytestmark = pytest.mark.slow
@@ -192,11 +192,13 @@ def test_a_resumed_execution_s_page_shows_the_gap_and_escapes_what_agents_printe
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     require_browser()
-    release = tmp_path / "release"
+    shared = tmp_path / "shared"  # with the agents: what they print, what they wait on
+    shared.mkdir()
+    release = shared / "release"
     hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
-    evil = tmp_path / "evil.txt"
+    evil = shared / "evil.txt"
     evil.write_text(EVIL + "\n", encoding="utf-8")
-    plan = kairo.write_plan(RESUMED.format(hold=hold, evil=evil))
+    plan = kairo.write_plan(RESUMED.format(hold=hold, evil=evil) + shared_with_agents(shared))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     runs = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "runs"
     deadline = time.monotonic() + 30
