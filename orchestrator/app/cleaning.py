@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,6 +212,9 @@ async def _clean(project: Project, state: ExecutionState, force: bool) -> list[C
     # What the live view read its store URL from, which may hold a password; it is gone
     # with the session (the log, the report and the attempts' records stay).
     await trio.Path(kairo_dir.store_file(Path(state.created.run_root))).unlink(missing_ok=True)
+    for sid in state.subtasks:
+        if await trio.to_thread.run_sync(_remove_agent_state, state, sid):
+            steps.append(Removed("agent_state", str(Path(state.created.run_root) / sid)))
     if integration_head == state.created.base_commit and await _delete_quietly(root, integration):
         steps.append(Removed("integration_branch", integration))  # nothing was merged
     else:
@@ -221,6 +225,18 @@ async def _clean(project: Project, state: ExecutionState, force: bool) -> list[C
     elif await drop_refs(root, guard):
         steps.append(Removed("guard_refs", guard))
     return steps
+
+
+def _remove_agent_state(state: ExecutionState, subtask_id: str) -> bool:
+    """The sessions a sandboxed agent kept across the subtask's attempts, and the scratch
+    of each attempt (its temporary files, its own commits): the agent's, not the
+    record's. Whether there was any. Never through a link the agent left in them
+    (rmtree removes links, it does not follow them)."""
+    folder = Path(state.created.run_root) / subtask_id
+    found = [path for path in (folder / "agent-state", *folder.glob("*/scratch")) if path.is_dir()]
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    return bool(found)
 
 
 async def _delete_quietly(root: Path, branch: str) -> bool:

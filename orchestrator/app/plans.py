@@ -11,7 +11,7 @@ from ruamel.yaml.error import YAMLError
 
 from orchestrator.app.checkout_imports import checks_import_checkout
 from orchestrator.core.dag import merge_order
-from orchestrator.core.plan import Limits, ResolvedPlan
+from orchestrator.core.plan import Limits, ResolvedPlan, SandboxSpec
 from orchestrator.core.plan_file import LoadedPlan, load_plan
 from orchestrator.core.plan_yaml import refuse_deep_nesting
 from orchestrator.errors import KairoError, PlanError, UsageError
@@ -176,7 +176,7 @@ class PlanChecked:
     base_commit: str | None  # None: checked outside a repository
     warnings: tuple[str, ...]
     merge_order: tuple[PlannedSubtask, ...]
-    sandbox: str  # what agents would run in here: `bwrap` or `local`
+    sandbox: SandboxSpec
 
 
 def check_plan(plan: Path, repo: Path) -> PlanChecked:
@@ -211,6 +211,4 @@ def check_plan(plan: Path, repo: Path) -> PlanChecked:
                 spec.resolve_attempts,
             )
         )
-    return PlanChecked(
-        resolved.name, checked.base_commit, warnings, tuple(order), resolved.sandbox.kind
-    )
+    return PlanChecked(resolved.name, checked.base_commit, warnings, tuple(order), resolved.sandbox)

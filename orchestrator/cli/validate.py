@@ -11,6 +11,7 @@ from orchestrator.cli.options import common_options
 from orchestrator.cli.render import console
 from orchestrator.core.durations import format_duration
 from orchestrator.core.inert_text import inert
+from orchestrator.core.plan import SandboxSpec
 
 
 @click.command()
@@ -26,9 +27,9 @@ def validate(plan: Path, repo: Path, store_url: str | None) -> None:
     base = f" (base {checked.base_commit[:12]})" if checked.base_commit else ""
     count = len(checked.merge_order)
     many = f"{count} subtask{'' if count == 1 else 's'}"
-    out.print(
-        f"plan {checked.name}: {many}{base}; agents run in sandbox {checked.sandbox}", markup=False
-    )
+    kind = checked.sandbox.kind
+    shown = f"sandbox {kind}; {network(checked.sandbox)}" if kind == "bwrap" else f"sandbox {kind}"
+    out.print(f"plan {checked.name}: {many}{base}; agents run in {shown}", markup=False)
     for position, spec in enumerate(checked.merge_order, start=1):
         after = f"  after {', '.join(spec.depends_on)}" if spec.depends_on else ""
         files = f"  [{owned_files(spec.files)}]" if spec.files else ""
@@ -63,3 +64,9 @@ def bounds(spec: PlannedSubtask) -> str:
         else "resolve_conflicts: off"
     )
     return f"limits: {timeout}, {attempts}, {tokens}; {conflicts}"
+
+
+def network(sandbox: SandboxSpec) -> str:
+    """`network: agent endpoint, setup all, checks none`: what each step reaches."""
+    agent, setup = sandbox.network_for("agent"), sandbox.network_for("setup")
+    return f"network: agent {agent}, setup {setup}, checks {sandbox.network_for('verify')}"

@@ -148,6 +148,8 @@ def cleaned(step: Cleaned) -> str:
             return f"removed worktree {name}"
         case Removed(kind="integration_checkout", name=name):
             return f"removed the integration check's worktree {name}"
+        case Removed(kind="agent_state", name=name):
+            return f"removed the sandboxed agent's sessions and scratch in {name}"
         case Removed(kind="branch", name=name, unmerged_head=head):
             # Unmerged work deleted (--force) can still be had back, for a while.
             return f"deleted branch {name}" + (

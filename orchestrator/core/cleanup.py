@@ -13,6 +13,7 @@ RemovedKind = Literal[
     "integration_checkout",
     "integration_branch",
     "guard_refs",
+    "agent_state",
 ]
 
 

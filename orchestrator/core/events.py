@@ -36,7 +36,9 @@ from orchestrator.core.upcasting import upcast
 #: 5: `attempt_exited` says which of the runner's records another process wrote.
 #: 6: `guard_recorded` and `guard_breached`: the guard of what the user owns (guard.py).
 #: 7: a resumed `supervisor_started` says when the supervisor before it was last alive.
-SCHEMA_VERSION = 7
+#: 8: `execution_created`'s plan has `sandbox.network` per step (none, endpoint or all),
+#:    where it was true or false.
+SCHEMA_VERSION = 8
 
 EndStatus = Literal["COMPLETED", "FAILED", "STOPPED"]
 RunnerRecord = Literal["exit_record", "output_log"]

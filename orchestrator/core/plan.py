@@ -79,6 +79,29 @@ class WorktreeSetup(Frozen):
     ports: int = 10  # KAIRO_PORT: port_base + ports * the subtask's index in the plan
 
 
+#: What a step under bwrap reaches: nothing, its model endpoint (an agent's) and nothing
+#: else, or every network the machine has.
+Network = Literal["none", "endpoint", "all"]
+NETWORKS: tuple[Network, ...] = ("none", "endpoint", "all")
+#: The steps `SandboxSpec.network_for` answers for; the checks are `network.checks`.
+Step = Literal["agent", "setup", "verify", "integration_verify"]
+
+
+class NetworkSpec(Frozen):
+    """`sandbox.network`: per step. A setup that installs needs its registry; a check only
+    runs what is there; an agent needs its model."""
+
+    agent: Network = "endpoint"
+    setup: Network = "all"
+    checks: Network = "none"  # verify and integration_verify
+
+    @classmethod
+    def everywhere(cls, value: Network) -> NetworkSpec:
+        """One value for every step: `endpoint` is an agent's, and none for the others."""
+        other: Network = "none" if value == "endpoint" else value
+        return cls(agent=value, setup=other, checks=other)
+
+
 class SandboxSpec(Frozen):
     """Where agents may write and what they see (runtime/sandbox.py)."""
 
@@ -86,9 +109,17 @@ class SandboxSpec(Frozen):
     # local (app/plans.py); an execution's log holds what was chosen. A log written
     # before there was a choice holds `local` or `bwrap`.
     kind: Literal["local", "bwrap", "auto"] = "local"
-    network: bool = True  # bwrap only: false gives the agent no network at all
+    network: NetworkSpec = NetworkSpec()
     writable: tuple[str, ...] = ()  # bwrap only: more paths it may write, e.g. ~/.claude
     pass_env: tuple[str, ...] = ()  # secret-looking variables agents get all the same
+
+    def network_for(self, step: Step) -> Network:
+        """What `step` reaches under bwrap (under `local`, everything the user can)."""
+        if self.kind == "local":
+            return "all"
+        if step == "agent":
+            return self.network.agent
+        return self.network.setup if step == "setup" else self.network.checks
 
 
 class ReviewSpec(Frozen):

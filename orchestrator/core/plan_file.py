@@ -33,6 +33,7 @@ from orchestrator.core.plan_raw import (
     RawAgent,
     RawExecutionLimits,
     RawLimits,
+    RawNetwork,
     RawPlan,
     RawReview,
     RawSandbox,
@@ -53,6 +54,7 @@ _PLAN_KEYS = {
     "": tuple(RawPlan.model_fields),
     "worktree": tuple(RawWorktree.model_fields),
     "sandbox": tuple(RawSandbox.model_fields),
+    "network": tuple(RawNetwork.model_fields),
     "review": tuple(RawReview.model_fields),
     **_SECTIONS,
 }

@@ -14,7 +14,16 @@ from orchestrator.core.branch_names import branch_name_problem
 from orchestrator.core.durations import EXPECTED as DURATION_EXPECTED
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.ids import ID_PATTERN
-from orchestrator.core.plan import INTEGRATION_BATCH, MAX_SUBTASKS, AgentKind, MergeOrder, Placement
+from orchestrator.core.plan import (
+    INTEGRATION_BATCH,
+    MAX_SUBTASKS,
+    NETWORKS,
+    AgentKind,
+    MergeOrder,
+    Network,
+    NetworkSpec,
+    Placement,
+)
 from orchestrator.core.plan_variables import AgentVariable, EnvName, Url, VariableValue
 
 
@@ -181,9 +190,35 @@ class RawWorktree(_Raw):
     ports: Annotated[int, Field(ge=1, le=1000)] = 10
 
 
+def _switch(value: Any) -> Any:
+    # `true` and `false` are what the setting was before it had three values.
+    return ("all" if value else "none") if isinstance(value, bool) else value
+
+
+def _network(value: Any) -> Any:
+    """`network:` one value for every step (`endpoint` is an agent's: none for the
+    others), or a mapping of steps."""
+    value = _switch(value)
+    if isinstance(value, dict):
+        return value
+    if value not in NETWORKS:
+        raise PydanticCustomError(
+            "plan_network",
+            "must be none, endpoint or all (true: all, false: none), or a mapping such as "
+            "{agent: endpoint, setup: all, checks: none}",
+        )
+    return NetworkSpec.everywhere(value).model_dump()
+
+
+class RawNetwork(_Raw):
+    agent: Annotated[Network, BeforeValidator(_switch)] = "endpoint"
+    setup: Annotated[Literal["none", "all"], BeforeValidator(_switch)] = "all"
+    checks: Annotated[Literal["none", "all"], BeforeValidator(_switch)] = "none"
+
+
 class RawSandbox(_Raw):
     kind: Literal["local", "bwrap"] | None = None  # None: bwrap wherever it runs
-    network: bool = True
+    network: Annotated[RawNetwork, BeforeValidator(_network)] = RawNetwork()
     writable: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
     pass_env: Annotated[list[Text], BeforeValidator(_one_or_many)] = []
 

@@ -25,6 +25,7 @@ from orchestrator.core.plan import (
     AgentSpec,
     ExecutionLimits,
     Limits,
+    NetworkSpec,
     ResolvedPlan,
     ResolvedSubtask,
     ReviewSpec,
@@ -93,7 +94,7 @@ def _sandbox(raw: RawSandbox | None) -> SandboxSpec:
         return SandboxSpec(kind="auto")
     return SandboxSpec(
         kind=raw.kind or "auto",
-        network=raw.network,
+        network=NetworkSpec(**raw.network.model_dump()),
         writable=tuple(raw.writable),
         pass_env=tuple(raw.pass_env),
     )

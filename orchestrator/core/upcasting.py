@@ -98,6 +98,21 @@ def _previous_heartbeat_unknown(payload: Payload) -> Payload:
     return {"previous_heartbeat_at": None, **payload}
 
 
+def _network_per_step(payload: Payload) -> Payload:
+    """Version 7 -> 8 of `execution_created`: its plan's `sandbox.network`, true or false
+    for the agents (and all a check or a setup had, run outside any sandbox), is one value
+    per step: every network, or (false) none for any step."""
+    plan = payload.get("plan")
+    if not isinstance(plan, dict):
+        return payload
+    sandbox = plan.get("sandbox")
+    if not isinstance(sandbox, dict) or not isinstance(sandbox.get("network"), bool):
+        return payload
+    value = "all" if sandbox["network"] else "none"
+    network = {"agent": value, "setup": value, "checks": value}
+    return {**payload, "plan": {**plan, "sandbox": {**sandbox, "network": network}}}
+
+
 #: (event type, the version it reads) -> that payload at the next version.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
     {
@@ -105,6 +120,7 @@ UPCASTERS: Mapping[tuple[str, int], Upcaster] = MappingProxyType(
         ("attempt_committed", 2): _paths_not_recorded,
         ("attempt_exited", 4): _none_written_by_others,
         ("supervisor_started", 6): _previous_heartbeat_unknown,
+        ("execution_created", 7): _network_per_step,
     }
 )
 

@@ -20,13 +20,13 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from agents.base import AttemptContext
 from agents.containment import children
-from agents.endpoints import agent_templates, expand
+from agents.endpoints import agent_templates, behind_egress, egress_routes, expand
 from agents.live_usage import count
 from agents.redaction import StreamRedactor
 from agents.registry import adapter_for
@@ -94,7 +94,8 @@ def render_prompt(spec: ResolvedSubtask, feedback: str, earlier: str = "") -> st
     return prompt
 
 
-def _not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+def not_for_agents(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` less the supervisor's own variables, which no agent or sandboxed check gets."""
     return {k: v for k, v in base.items() if k not in _NOT_FOR_AGENTS}
 
 
@@ -119,19 +120,22 @@ def write_attempt_files(
     files.prompt.write_text(context.prompt, encoding="utf-8", errors="surrogateescape")
     files.usage.touch()
     adapter = adapter_for(spec.agent.kind)
-    base = _not_for_agents(base_environment)
-    env = without_secrets(
-        base, passed=pass_env, kind=spec.agent.kind, vendor=spec.agent.endpoint is None
-    )
-    env.update(adapter.environment(spec.agent, context))
+    # Behind egress, an endpoint elsewhere is reached at a port of the sandbox's own.
+    confined = sandbox.network == "endpoint"
+    agent = behind_egress(spec.agent) if confined else spec.agent
+    base = not_for_agents(base_environment)
+    env = without_secrets(base, passed=pass_env, kind=agent.kind, vendor=agent.endpoint is None)
+    env.update(adapter.environment(agent, context))
     # What the plan asked for by name (agent.env, agent.endpoint) passes the filter.
-    env.update(expand(agent_templates(spec.agent), base))
+    env.update(expand(agent_templates(agent), base))
+    if confined:
+        place = replace(place, egress=egress_routes(spec.agent, env))
     secrets = secrets_of(env)
     key_env = spec.agent.endpoint.key_env if spec.agent.endpoint else None
     if key_env is not None and key_env in env:  # codex gets its endpoint key under that name
         secrets[key_env] = env[key_env]
     runner_spec: dict[str, Any] = {
-        "argv": sandbox.wrap(adapter.argv(spec.agent, context), place),
+        "argv": sandbox.wrap(adapter.argv(agent, context), place),
         "cwd": context.worktree,
         "env": {name: value for name, value in env.items() if name not in secrets},
         "output_log": str(files.output),

@@ -148,9 +148,10 @@ class LocalProcesses:
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
         scope: processes.CheckScope | None = None,
+        sandbox: processes.CheckSandbox | None = None,
     ) -> ShellResult:
         return await processes.run_shell(
-            command, cwd=cwd, env=env, timeout_s=timeout_s, stop=stop, scope=scope
+            command, cwd=cwd, env=env, timeout_s=timeout_s, stop=stop, scope=scope, sandbox=sandbox
         )
 
     async def stop_group(self, pgid: int) -> None:

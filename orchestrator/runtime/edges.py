@@ -65,13 +65,11 @@ def attempt_files(state: ExecutionState, subtask_id: str, attempt: int) -> RunFi
     return RunFiles(Path(attempt_run_dir(state.created.run_root, subtask_id, attempt)))
 
 
-def command_environment(
-    edges: Edges, state: ExecutionState, subtask_id: str, worktree: Path
-) -> dict[str, str]:
-    """What the plan's own commands run in a subtask's name (`setup`, `integration_verify`)
-    get: the supervisor's whole environment and the KAIRO_* that say where they are."""
+def command_variables(state: ExecutionState, subtask_id: str, worktree: Path) -> dict[str, str]:
+    """The KAIRO_* that the plan's own commands run in a subtask's name (`setup`,
+    `integration_verify`) get, to say where they are (check_sandbox.py gives the rest of
+    their environment)."""
     return {
-        **edges.environment,
         "KAIRO_EXECUTION_ID": state.execution_id,
         "KAIRO_SUBTASK_ID": subtask_id,
         "KAIRO_WORKTREE": str(worktree),

@@ -37,9 +37,10 @@ from orchestrator.runtime.attempts import (
 )
 from orchestrator.runtime.awaiting_exit import wait_for_exit
 from orchestrator.runtime.cgroups import cgroups_wanted
+from orchestrator.runtime.check_sandbox import check_setting
 from orchestrator.runtime.closing_panes import ended_panes
 from orchestrator.runtime.commit_step import commit_attempt
-from orchestrator.runtime.edges import Edges, attempt_files, command_environment
+from orchestrator.runtime.edges import Edges, attempt_files, command_variables
 from orchestrator.runtime.integration import merge_subtasks
 from orchestrator.runtime.integration_checks import check_integration, undo_merges
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, CheckScope
@@ -122,19 +123,22 @@ async def _prepare_workspace(
         edges.repository, edges.repo_root, workspace.path, setup.copy_files, workspace.base_commit
     )
     if setup.setup is not None:
-        env = {
-            **command_environment(edges, state, sid, workspace.path),
-            **_worktree_environment(state, sid),
-        }
+        # From the files of the branch it starts on: a script there an earlier subtask's
+        # agent may have written.
+        own = {**command_variables(state, sid, workspace.path), **_worktree_environment(state, sid)}
+        setting = check_setting(
+            state, edges.environment, "setup", sid, worktree=workspace.path, own=own
+        )
         run_dir = Path(state.created.run_root) / sid
         await run_setup(
             edges.processes,
             setup.setup,
             worktree=workspace.path,
             run_dir=run_dir,
-            env=env,
+            env=setting.env,
             subtask_id=sid,
             scope=CheckScope.of(state.execution_id, "setup", sid),
+            sandbox=setting.sandbox,
         )
     return [
         ev.WorkspaceCreated(
@@ -346,18 +350,18 @@ async def _run_verify(
     verify = state.spec(sid).verify
     assert view.worktree is not None and verify is not None
     context = _context(state, sid, command.attempt, feedback="", earlier="")
-    env = {
-        **edges.environment,
-        **context.environment(),
-        **_worktree_environment(state, sid),
-    }
+    own = {**context.environment(), **_worktree_environment(state, sid)}
+    setting = check_setting(
+        state, edges.environment, "verify", sid, worktree=Path(view.worktree), own=own
+    )
     result = await edges.processes.run_shell(
         verify,
         cwd=Path(view.worktree),
-        env=env,
+        env=setting.env,
         timeout_s=state.spec(sid).limits.timeout_s,
         stop=edges.stop_now,
         scope=CheckScope.of(state.execution_id, "verify", sid),
+        sandbox=setting.sandbox,
     )
     # What the check left in the worktree is its own; elsewhere, what it changed is
     # blamed on its subtask: it runs the agent's code too.

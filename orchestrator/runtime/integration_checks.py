@@ -15,7 +15,8 @@ from orchestrator.core.integration_fold import merging_again
 from orchestrator.core.state import ExecutionState
 from orchestrator.errors import KairoError, StepFailed
 from orchestrator.git.refs import branch_ref
-from orchestrator.runtime.edges import Edges, command_environment, integration_checkout
+from orchestrator.runtime.check_sandbox import check_setting
+from orchestrator.runtime.edges import Edges, command_variables, integration_checkout
 from orchestrator.runtime.processes import OUTPUT_TAIL_BYTES, CheckScope
 
 CANNOT_RUN = 126  # the shell's word for a command that could not be started
@@ -39,20 +40,24 @@ async def check_integration(
         checkout = await edges.workspaces.check_out_detached(
             integration_checkout(state), merge.merge_commit
         )
-        env = {
-            **command_environment(edges, state, command.subtask_id, checkout),
+        own = {
+            **command_variables(state, command.subtask_id, checkout),
             "KAIRO_SUBTASK_IDS": " ".join(run),
             "KAIRO_INTEGRATION_BRANCH": state.created.integration_branch,
         }
+        setting = check_setting(
+            state, edges.environment, "integration", command.subtask_id, worktree=checkout, own=own
+        )
         # Bounded as the subtasks' attempts are: a check as long as a whole attempt hangs.
         timeouts = [state.spec(sid).limits.timeout_s for sid in run]
         result = await edges.processes.run_shell(
             check,
             cwd=checkout,
-            env=env,
+            env=setting.env,
             timeout_s=None if None in timeouts else max(t for t in timeouts if t is not None),
             stop=edges.stop_now,
             scope=CheckScope.of(state.execution_id, "integration", command.subtask_id),
+            sandbox=setting.sandbox,
         )
         exit_code, output = result.exit_code, result.output
     except KairoError as error:

@@ -25,7 +25,7 @@ from orchestrator.git.resolution import CommittedResolution
 from orchestrator.git.worktree_look import WorktreeChange
 from orchestrator.runtime.attempts import RunFiles, RunnerState
 from orchestrator.runtime.guard import IntegrationMove
-from orchestrator.runtime.processes import CheckScope, ShellResult
+from orchestrator.runtime.processes import CheckSandbox, CheckScope, ShellResult
 from orchestrator.tmux.layout import PaneRef
 
 if TYPE_CHECKING:
@@ -147,8 +147,10 @@ class Processes(Protocol):
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
         scope: CheckScope | None = None,
+        sandbox: CheckSandbox | None = None,
     ) -> ShellResult:
-        """With `scope` (a check's), nothing the command started runs once it returns."""
+        """With `scope` (a check's), nothing the command started runs once it returns;
+        with `sandbox`, it runs inside that."""
         ...
 
     async def stop_group(self, pgid: int) -> None:

@@ -11,7 +11,9 @@ its shell exited (a server it started, a daemon: the checks run code an agent wr
 ended before its result is. Its output goes to an unnamed file, not a pipe: what a check
 printed before it was ended is what says where it hung. The secrets of its environment
 are cut out of that output, whole, before anything keeps a part of it (an event's tail,
-the setup log).
+the setup log). Under the plan's sandbox a check runs inside it (check_sandbox.py), the
+sandbox held and ended as the shell is, and its output has the secrets kept from it cut
+out too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -38,10 +40,17 @@ STOPPED = 143  # 128 + SIGTERM: a command ended by `kairo-orch stop --now`
 GRACE_S = GRACE_SECONDS  # between the SIGTERM and the SIGKILL of a group ended early
 
 
-# The check's own shell moves itself into its cgroup, then runs the command: nothing of it
-# runs outside. Joining cannot fail where the supervisor could make the cgroup; if it did,
-# the check runs all the same.
-_IN_CGROUP = '{ echo 0 >"$0"; } 2>/dev/null; exec /bin/sh -c "$1"'
+# A shell moves itself into the check's cgroup, then becomes the check (its sandbox first,
+# if it has one): nothing of it runs outside. Joining cannot fail where the supervisor could
+# make the cgroup; if it did, the check runs all the same.
+_IN_CGROUP = '{ echo 0 >"$0"; } 2>/dev/null; exec "$@"'
+
+
+# What a sandbox's command line runs under: a shell that stays its parent. Bubblewrap dies
+# with its parent (--die-with-parent), and to the kernel that parent is the thread that
+# started it: one of trio's worker threads, which ends once idle, taking the check with it.
+# Not the last command of its script, so the shell does not become it.
+_SANDBOX_PARENT = ["/bin/sh", "-c", '"$@"; exit "$?"', "sandbox"]
 
 
 #: The plan's commands that run code an agent may have written, held whole as they run.
@@ -70,6 +79,16 @@ class CheckScope:
 
 
 @dataclass(frozen=True)
+class CheckSandbox:
+    """How a check runs inside a sandbox: `wrap` gives the command line that runs its shell
+    in it; `withheld` are the variables of the supervisor kept from it, whose secrets its
+    output must not show all the same (it may find them elsewhere)."""
+
+    wrap: Callable[[list[str]], list[str]]
+    withheld: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class ShellResult:
     exit_code: int
     output: str  # stdout and stderr, interleaved as they came
@@ -83,17 +102,22 @@ async def run_shell(
     timeout_s: float | None = None,
     stop: trio.Event | None = None,
     scope: CheckScope | None = None,
+    sandbox: CheckSandbox | None = None,
 ) -> ShellResult:
     """Run `command` with /bin/sh until it exits, `timeout_s` have gone by (exit
     TIMED_OUT) or `stop` is set (exit STOPPED); then its last line says which. With `stop`
     set already, nothing is started. Its output has the secrets of `env` cut out. With
-    `scope`, nothing it started runs once this returns."""
+    `scope`, nothing it started runs once this returns. With `sandbox`, the shell
+    runs inside it, and the sandbox in the command's process group and cgroup, ended as the
+    shell would be."""
     if stop is not None and stop.is_set():
         return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
     procs = await trio.to_thread.run_sync(make_check_cgroup, scope.cgroup) if scope else None
     argv = ["/bin/sh", "-c", command]
+    if sandbox is not None:
+        argv = [*_SANDBOX_PARENT, *await trio.to_thread.run_sync(sandbox.wrap, argv)]
     if procs is not None:
-        argv = ["/bin/sh", "-c", _IN_CGROUP, str(procs), command]
+        argv = ["/bin/sh", "-c", _IN_CGROUP, str(procs), *argv]
     stopped = False
     completed: subprocess.CompletedProcess[bytes] | None = None
     group: list[int] = []  # the process group, once known
@@ -138,7 +162,9 @@ async def run_shell(
                     await end_check_cgroup(procs, GRACE_S)
                 if scope is not None:  # and what left it, or never joined it, as marked
                     await end_marked(scope.marker)
-        text = Redactor.of(env).text(await trio.to_thread.run_sync(_read, output))
+        withheld = sandbox.withheld if sandbox is not None else {}
+        redactor = Redactor.of({**withheld, **env})
+        text = redactor.text(await trio.to_thread.run_sync(_read, output))
     if completed is not None:  # it ended on its own, even if a bound came just after
         return ShellResult(exit_code=completed.returncode, output=text)
     if stopped:

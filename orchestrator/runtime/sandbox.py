@@ -5,7 +5,9 @@
             its worktree, a scratch directory of its own (TMPDIR, its git scratch), its
             subtask's agent state (sessions kept across attempts until `clean`) and the
             plan's `sandbox.writable`; it reads the rest of the machine, less what holds
-            other people's secrets or a way out
+            other people's secrets or a way out; its network none, all, or (the default)
+            its model endpoint's alone, through agents/egress.py outside and
+            agents/forwarder.py inside
 
 A way out is a unix socket of the host (tmux's: `run-shell`; PostgreSQL's: peer
 authentication as root; D-Bus, docker), a process of the machine to signal, a capability,
@@ -53,7 +55,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.core.plan import AgentKind, SandboxSpec
+import agents.egress
+import agents.forwarder
+from agents.endpoints import EgressRoutes
+from orchestrator.core.plan import AgentKind, Network, SandboxSpec
 from orchestrator.core.secrets import is_secret
 from orchestrator.errors import EnvironmentProblem
 
@@ -108,6 +113,9 @@ class AgentPlace:
     start_commit: str | None = None
     #: The user's checkout, hidden: what it holds uncommitted is theirs alone.
     checkout: Path | None = None
+    #: What the agent reaches when its network is `endpoint`
+    #: (agents.endpoints.egress_routes); None: nothing at all.
+    egress: EgressRoutes | None = None
 
     @property
     def scratch(self) -> Path:
@@ -119,6 +127,11 @@ class ExecutionSandbox(Protocol):
     @property
     def kind(self) -> str: ...
 
+    @property
+    def network(self) -> Network:
+        """What the agents it wraps reach."""
+        ...
+
     def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
         """The command line that runs `argv` inside the sandbox."""
         ...
@@ -126,6 +139,7 @@ class ExecutionSandbox(Protocol):
 
 class LocalSandbox:
     kind = "local"
+    network: Network = "all"
 
     def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
         return argv
@@ -134,12 +148,16 @@ class LocalSandbox:
 @dataclass(frozen=True)
 class BwrapSandbox:
     binary: str
-    network: bool = True
+    network: Network = "endpoint"
     writable: tuple[str, ...] = ()
     kind: str = "bwrap"
     environment: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def wrap(self, argv: list[str], place: AgentPlace) -> list[str]:
+        # Under `endpoint`: egress in front of bubblewrap, outside, and the forwarder in
+        # front of the agent, inside (a program of the sandbox's like the agent's own).
+        egress = _through_egress(argv, place) if self.network == "endpoint" else None
+        inside = argv if egress is None else egress.inside
         scratch = place.scratch
         # Made anew: what an agent of an earlier run of this attempt left (a link where
         # a file of ours goes) is gone, not written through.
@@ -168,7 +186,7 @@ class BwrapSandbox:
         if (common / "kairo").is_dir():
             args += ["--tmpfs", str(common / "kairo")]
             sealed.append(common / "kairo")
-        for program in _programs(argv, self.environment, self._homes(), hidden):
+        for program in _programs(inside, self.environment, self._homes(), hidden):
             args += ["--ro-bind", str(program), str(program)]
         args += ["--ro-bind", str(place.run_dir), str(place.run_dir)]
         writable = [place.worktree, scratch]
@@ -190,13 +208,16 @@ class BwrapSandbox:
             args += ["--setenv", name, str(place.state_dir)]
         # Claude Code's own switch: it allows bypassPermissions under root only in a sandbox.
         args += ["--setenv", "IS_SANDBOX", "1"]
-        if not self.network:
-            args.append("--unshare-net")
+        if self.network != "all":
+            args.append("--unshare-net")  # its own loopback, and nothing else
         # What hides the user's files is no place to write either: a write there fails
         # as it would have, rather than vanishing with the sandbox.
         for folder in sealed:
             args += ["--remount-ro", str(folder)]
-        return [*args, "--chdir", str(place.worktree), "--", *argv]
+        if egress is None:
+            return [*args, "--chdir", str(place.worktree), "--", *argv]
+        args += egress.bwrap
+        return [*egress.front, *args, "--chdir", str(place.worktree), "--", *inside]
 
     def _homes(self) -> tuple[Path, ...]:
         """The user's home and the agent's HOME, where they differ."""
@@ -213,6 +234,46 @@ class BwrapSandbox:
         if place.checkout is not None and place.checkout != Path("/"):
             hidden.append(place.checkout)
         return sorted(set(hidden), key=lambda path: len(path.parts))
+
+
+@dataclass(frozen=True)
+class _Egress:
+    front: list[str]  # egress and its options, in front of bubblewrap, outside
+    bwrap: list[str]  # bubblewrap's arguments for it: the proxy's variables, the socket
+    inside: list[str]  # the forwarder in front of the agent's command line
+
+
+def _through_egress(argv: list[str], place: AgentPlace) -> _Egress | None:
+    """How an agent whose network is its model endpoint reaches it; None for one that has
+    no model to reach (a shell command given no base URL): no network is all it needs."""
+    routes = place.egress
+    if routes is None or not routes.lead_anywhere:
+        return None
+    # Bound read-only: the agent may connect to the socket, not replace it. Egress makes
+    # the directory before bubblewrap starts.
+    socket_dir = place.run_dir / "egress"
+    socket = str(socket_dir / "egress.sock")
+    options = ["--socket", socket, "--proxy", str(routes.proxy)]
+    options += [arg for entry in routes.allow for arg in ("--allow", entry)]
+    options += [arg for port, to in routes.forwards for arg in ("--forward", f"{port}={to}")]
+    options += [arg for port, url in routes.reverse for arg in ("--reverse", f"{port}={url}")]
+    options += [arg for name in routes.hold for arg in ("--hold", name)]
+    proxy = f"http://127.0.0.1:{routes.proxy}"
+    environment = {
+        **{name: proxy for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")},
+        **{name: "localhost,127.0.0.1,::1" for name in ("NO_PROXY", "no_proxy")},
+    }
+    listen = [arg for port in routes.ports for arg in ("--listen", str(port))]
+    inside = [*_program(agents.forwarder.__file__, ["--socket", socket, *listen]), *argv]
+    bwrap = [arg for item in environment.items() for arg in ("--setenv", *item)]
+    bwrap += ["--ro-bind", str(socket_dir), str(socket_dir)]
+    return _Egress(_program(agents.egress.__file__, options), bwrap, inside)
+
+
+def _program(module_file: str, options: list[str]) -> list[str]:
+    """A standard-library program of ours, by path under `-I -S` as the stream filters are
+    (the worktree may hold an `agents/` package of its own), its options, then `--`."""
+    return [sys.executable, "-I", "-S", str(Path(module_file).absolute()), *options, "--"]
 
 
 def _under(path: Path, roots: Iterable[Path]) -> bool:
@@ -326,16 +387,19 @@ def _bwrap_problem(binary: str) -> str | None:
     return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
 
 
-def sandbox_for(spec: SandboxSpec) -> ExecutionSandbox:
-    """The sandbox of the plan (`auto`: bwrap where it runs); EnvironmentProblem (exit 5)
-    when the plan names bwrap and it cannot run here."""
+def sandbox_for(spec: SandboxSpec, network: Network | None = None) -> ExecutionSandbox:
+    """The sandbox of the plan (`auto`: bwrap where it runs), its network the agents'
+    unless `network` is given (a check's); EnvironmentProblem (exit 5) when the plan names
+    bwrap and it cannot run here."""
     if spec.kind == "local":
         return LocalSandbox()
     problem = bwrap_unavailable()
     if problem is None:
         binary = shutil.which("bwrap")
         assert binary is not None
-        return BwrapSandbox(binary=binary, network=spec.network, writable=spec.writable)
+        return BwrapSandbox(
+            binary=binary, network=network or spec.network_for("agent"), writable=spec.writable
+        )
     if spec.kind == "auto":
         return LocalSandbox()
     raise EnvironmentProblem(f"the plan's sandbox is bwrap, but {problem}")

@@ -18,7 +18,7 @@ import trio
 from orchestrator.errors import StepFailed
 from orchestrator.git.copied_files import files_to_copy
 from orchestrator.runtime.ports import Processes, Repository
-from orchestrator.runtime.processes import CheckScope
+from orchestrator.runtime.processes import CheckSandbox, CheckScope
 
 SETUP_LOG = "setup.log"
 SETUP_DONE = "setup.done"
@@ -58,9 +58,11 @@ async def run_setup(
     env: Mapping[str, str],
     subtask_id: str,
     scope: CheckScope | None = None,
+    sandbox: CheckSandbox | None = None,
 ) -> None:
     """Run `command` in the new worktree once; a failure is the subtask's `setup_failed`.
-    `scope`: how what it leaves running is found, and ended with it.
+    `scope`: how what it leaves running is found, and ended with it; `sandbox`: the one
+    it runs in.
 
     Its marker in `run_dir` makes a supervisor that resumes after a crash skip a setup
     that finished, and run again one that was cut short.
@@ -69,7 +71,7 @@ async def run_setup(
     if await done.exists():
         return
     await trio.Path(run_dir).mkdir(parents=True, exist_ok=True)
-    result = await processes.run_shell(command, cwd=worktree, env=env, scope=scope)
+    result = await processes.run_shell(command, cwd=worktree, env=env, scope=scope, sandbox=sandbox)
     log = run_dir / SETUP_LOG
     await trio.Path(log).write_text(result.output, encoding="utf-8")
     if result.exit_code != 0:

@@ -41,8 +41,10 @@ def plan_text(name: str, subtasks: int, runs: Path, sleep_s: float, parallel: in
         "echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt"
     )
     ids = "".join(f"  - id: s{n:03d}\n" for n in range(subtasks))
+    # The agents, sandboxed as by default, may write the file that counts their runs.
     return (
         f"version: 1\nname: {name}\nmax_parallel: {parallel}\n"
+        f"sandbox: {{writable: [{runs}]}}\n"
         f"agent: {{kind: shell, run: {json.dumps(run)}}}\nsubtasks:\n{ids}"
     )
 
@@ -174,6 +176,7 @@ class Lab:
         repo = where / "project"
         shutil.copytree(self.template, repo)
         runs = where / "agents-ran"
+        runs.touch()
         plan = where / "plan.yaml"
         plan.write_text(
             plan_text(f"chaos{self.runs_made}", subtasks, runs, sleep_s, parallel) + extra

@@ -870,3 +870,71 @@ def test_checks_import_checkout_is_warn_error_or_off_and_no_part_of_the_recorded
     assert "checks_import_checkout" not in strict.plan.model_dump()
     problem = only_problem(HEAD + "checks_import_checkout: strict\nsubtasks: [{id: a}]\n")
     assert problem.startswith("plan.yaml:4:25: checks_import_checkout"), problem
+
+
+# --- sandbox.network ---------------------------------------------------------------------
+
+
+def network_of(value: str) -> str:
+    return HEAD + f"sandbox: {{kind: bwrap, network: {value}}}\nsubtasks: [{{id: a}}]\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "agent", "setup", "checks"),
+    [
+        ("{}", "endpoint", "all", "none"),  # the default: a setup installs, a check runs
+        ("endpoint", "endpoint", "none", "none"),  # a setup or check has no model to reach
+        ("all", "all", "all", "all"),
+        ("true", "all", "all", "all"),  # as the setting was before it had three values
+        ("false", "none", "none", "none"),
+        ("{agent: all, checks: all}", "all", "all", "all"),
+        ("{setup: false}", "endpoint", "none", "none"),
+    ],
+)
+def test_the_network_is_one_value_for_every_step_or_one_per_step(
+    value: str, agent: str, setup: str, checks: str
+) -> None:
+    text = (
+        network_of(value)
+        if value != "{}"
+        else HEAD + "sandbox: {kind: bwrap}\nsubtasks: [{id: a}]\n"
+    )
+    sandbox = load(text).plan.sandbox
+    assert (sandbox.network_for("agent"), sandbox.network_for("setup")) == (agent, setup)
+    assert sandbox.network_for("verify") == sandbox.network_for("integration_verify") == checks
+
+
+def test_outside_a_sandbox_every_step_has_the_user_s_network() -> None:
+    sandbox = load(
+        HEAD + "sandbox: {kind: local, network: none}\nsubtasks: [{id: a}]\n"
+    ).plan.sandbox
+    assert sandbox.network_for("agent") == sandbox.network_for("verify") == "all"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            "maybe",
+            "plan.yaml:4:33: sandbox.network must be none, endpoint or all (true: all, false: "
+            "none), or a mapping such as {agent: endpoint, setup: all, checks: none} (got 'maybe')",
+        ),
+        (
+            "{setup: endpoint}",
+            "plan.yaml:4:41: sandbox.network.setup must be none or all (endpoint is an agent's: "
+            "its model) (got 'endpoint')",
+        ),
+        (
+            "{agnt: all}",
+            "plan.yaml:4:34: unknown key 'agnt' in sandbox.network (did you mean 'agent'?)",
+        ),
+        (
+            "{agent: some}",
+            "plan.yaml:4:41: sandbox.network.agent must be none, endpoint or all (got 'some')",
+        ),
+    ],
+)
+def test_a_network_setting_that_is_none_of_these_is_worded_on_one_line(
+    value: str, expected: str
+) -> None:
+    assert only_problem(network_of(value)) == expected

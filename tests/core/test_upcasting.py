@@ -60,3 +60,12 @@ def test_a_version_6_supervisor_start_does_not_say_when_the_one_before_was_last_
     }
     started = ev.from_record("supervisor_started", payload, 6)
     assert isinstance(started, ev.SupervisorStarted) and started.previous_heartbeat_at is None
+
+
+@pytest.mark.parametrize(("written", "value"), [(True, "all"), (False, "none")])
+def test_a_version_7_plan_s_network_is_the_same_for_every_step(written: bool, value: str) -> None:
+    sandbox = {"kind": "bwrap", "network": written, "writable": [], "pass_env": []}
+    payload = {"plan": {"name": "p", "sandbox": sandbox}, "base_commit": "c"}
+    upcast_plan = upcast("execution_created", 7, payload, current=8)["plan"]
+    network = {"agent": value, "setup": value, "checks": value}
+    assert upcast_plan == {"name": "p", "sandbox": {**sandbox, "network": network}}

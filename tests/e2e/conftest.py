@@ -82,6 +82,12 @@ class Kairo:
         return path
 
 
+def shared_with_agents(*paths: Path) -> str:
+    """The plan line by which a test's agents, sandboxed as by default, reach the test's
+    own files outside their worktree: what they wait on, what they report to."""
+    return "sandbox: {writable: [" + ", ".join(str(path) for path in paths) + "]}\n"
+
+
 def snapshot_checkout(repo: Path) -> dict[str, str]:
     """Everything of the user's checkout that kairo-orch must leave alone, byte for byte."""
     digest: dict[str, str] = {}

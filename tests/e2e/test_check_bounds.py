@@ -98,12 +98,15 @@ def test_a_check_a_killed_supervisor_left_running_is_ended_before_resume_checks_
     kairo: Kairo,
 ) -> None:
     marker = f"kairo-left-check-{time.monotonic_ns()}"
-    # The first run of the check hangs; the one resume starts passes at once. (Named
-    # through its environment: a command line naming the test's folder would hold
-    # "pytest", which processes_with leaves out.)
-    once = '"$KAIRO_WORKTREE/../checked-once"'
+    # The first run of the check hangs; the one resume starts passes at once. Its mark is
+    # in the integration checkout, the one place besides its scratch a sandboxed check
+    # may write, and ignored, so that it stays from one check to the next. (Named through
+    # its environment: a command line naming the test's folder would hold "pytest", which
+    # processes_with leaves out.)
+    once = '"$KAIRO_WORKTREE/checked-once"'
+    agent = "echo x > x.txt; echo checked-once > .gitignore"
     plan = kairo.write_plan(
-        "version: 1\nname: leftcheck\nagent: {kind: shell, run: 'echo x > x.txt'}\n"
+        f"version: 1\nname: leftcheck\nagent: {{kind: shell, run: '{agent}'}}\n"
         f"integration_verify: 'test -e {once} || {{ touch {once}; {hanging(marker)}; }}'\n"
         "subtasks:\n  - id: checked\n"
     )

@@ -38,14 +38,15 @@ version: 1
 name: mixed
 max_parallel: 3
 limits: {{max_attempts: 3}}
+sandbox: {{writable: [{root}/argv]}}
 subtasks:
   - id: by-shell
     agent: {{kind: shell, run: 'echo shell > shell.txt'}}
   - id: by-claude
-    agent: {{kind: claude-code, binary: {bin}/claude}}
+    agent: {{kind: claude-code, binary: {root}/bin/claude}}
     verify: test -f done.txt
   - id: by-codex
-    agent: {{kind: codex, binary: {bin}/codex}}
+    agent: {{kind: codex, binary: {root}/bin/codex}}
     verify: test -f done.txt
 """
 
@@ -82,7 +83,7 @@ def test_a_plan_of_three_kinds_runs_and_a_nudged_agent_continues_its_session(
     for name in ("claude", "codex"):
         stand_in(tmp_path, name)
 
-    done = kairo.run("start", str(kairo.write_plan(PLAN.format(bin=tmp_path / "bin"))), "--wait")
+    done = kairo.run("start", str(kairo.write_plan(PLAN.format(root=tmp_path))), "--wait")
 
     assert done.returncode == 0, done.stderr
     status = kairo.json("status")
@@ -122,23 +123,27 @@ def test_a_plan_of_three_kinds_runs_and_a_nudged_agent_continues_its_session(
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-def test_under_bwrap_the_agent_keeps_its_sessions_at_home_and_resumes_them(
+def test_under_bwrap_the_agent_keeps_its_sessions_in_its_own_state_and_resumes_them(
     kairo: Kairo, tmp_path: Path
 ) -> None:
-    # ~/.claude is made writable for the agent, the rest of HOME stays read-only
-    kairo.env["HOME"] = str(tmp_path / "home")
+    # not in the user's ~/.claude, which the agent neither reads nor writes
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    kairo.env["HOME"] = str(home)
     stand_in(tmp_path, "claude")
-    plan = PLAN.format(bin=tmp_path / "bin").split("  - id: by-codex")[0]
-    sandbox = f"sandbox: {{kind: bwrap, writable: [{tmp_path / 'argv'}]}}"
-    plan = plan.replace("limits:", f"{sandbox}\nlimits:")
+    plan = PLAN.format(root=tmp_path).split("  - id: by-codex")[0]
+    plan = plan.replace("sandbox: {", "sandbox: {kind: bwrap, ")
 
     done = kairo.run("start", str(kairo.write_plan(plan)), "--wait")
 
     assert done.returncode == 0, kairo.run("report").stdout
-    claude = next(v for v in kairo.json("status")["subtasks"] if v["id"] == "by-claude")
+    status = kairo.json("status")
+    claude = next(v for v in status["subtasks"] if v["id"] == "by-claude")
     _, second = argv_lines(tmp_path, "claude")
     assert session_of(second, "--resume") == claude["session_id"]
-    assert (tmp_path / "home" / ".claude" / "standin-sessions" / claude["session_id"]).exists()
+    state = Path(status["run_root"]) / "by-claude" / "agent-state"
+    assert (state / "standin-sessions" / claude["session_id"]).exists()
+    assert list((home / ".claude").iterdir()) == []
 
 
 def test_an_attempt_lost_with_its_supervisor_and_tmux_is_rerun_in_the_same_session(
@@ -146,7 +151,7 @@ def test_an_attempt_lost_with_its_supervisor_and_tmux_is_rerun_in_the_same_sessi
 ) -> None:
     kairo.env["HANG_FIRST"] = "1"  # attempt 1 works on until it is killed
     stand_in(tmp_path, "claude")
-    plan = PLAN.format(bin=tmp_path / "bin").split("  - id: by-codex")[0]
+    plan = PLAN.format(root=tmp_path).split("  - id: by-codex")[0]
     plan = plan.replace("{kind: claude-code,", "{kind: claude-code, idempotent: true,")
     assert kairo.run("start", str(kairo.write_plan(plan)), "--detach").returncode == 0
     runs = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "runs"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, git, shared_with_agents
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_merges_undone_names_the_merges_made_again_and_they_are(
 ) -> None:
     done = tmp_path / "done"
     done.mkdir()
-    plan = kairo.write_plan(PLAN.format(done=done))
+    plan = kairo.write_plan(PLAN.format(done=done) + shared_with_agents(done))
     finished = kairo.run("start", str(plan), "--wait")
     assert finished.returncode == 1, finished.stderr  # bad failed
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git
+from tests.e2e.conftest import Kairo, git, shared_with_agents
 from tests.e2e.test_recovery import supervisor_logs, wait_for
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def test_two_running_agents_editing_one_file_are_told_before_either_finishes(
     # Each agent edits, then waits until the test lets it finish (a file of its name).
     wait = f"while [ ! -e {release}/$KAIRO_SUBTASK_ID ]; do sleep 0.05; done"
     plan = kairo.write_plan(
-        "version: 1\nname: overlaps\nmax_parallel: 3\n"
+        f"version: 1\nname: overlaps\nmax_parallel: 3\n{shared_with_agents(release)}"
         f"agent: {{kind: shell, run: 'echo $KAIRO_SUBTASK_ID >> src/x.py; {wait}'}}\n"
         "subtasks:\n  - id: fix-a\n  - id: fix-b\n"
         f"  - id: fix-c\n    agent: {{run: 'echo c > c.txt; {wait}'}}\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git, live_view, snapshot_checkout
+from tests.e2e.conftest import Kairo, git, live_view, shared_with_agents, snapshot_checkout
 
 pytestmark = pytest.mark.slow
 
@@ -136,12 +136,14 @@ def test_max_parallel_bounds_the_agents_running_at_once(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "spans.log"
+    log.touch()
     subtasks = "\n".join(
         f'  - id: t{i}\n    agent: {{run: "echo start >> {log}; sleep 0.4; echo t{i} > t{i}.txt; echo end >> {log}"}}'
         for i in range(5)
     )
     plan = kairo.write_plan(
-        f"version: 1\nname: fan\nmax_parallel: 2\nagent: {{kind: shell, run: 'true'}}\nsubtasks:\n{subtasks}\n"
+        f"version: 1\nname: fan\nmax_parallel: 2\n{shared_with_agents(log)}"
+        f"agent: {{kind: shell, run: 'true'}}\nsubtasks:\n{subtasks}\n"
     )
 
     done = kairo.run("start", str(plan), "--wait")

@@ -16,7 +16,7 @@ from tests import postgres
 from tests.e2e.conftest import Kairo, command_line, git, live_view
 from tests.e2e.test_pipeline import SLEEPER
 from tests.e2e.test_recovery import (
-    CRASHY,
+    crashy_plan,
     outcome,
     running_agents,
     seed,
@@ -43,13 +43,13 @@ def test_a_run_on_postgresql_ends_as_on_sqlite_and_keeps_no_store_in_the_reposit
     kairo: Kairo, on_postgres: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     seed(repo)
-    on_sqlite = kairo.write_plan(CRASHY.format(runs=tmp_path / "sqlite.runs"), "sqlite.yaml")
+    on_sqlite = kairo.write_plan(crashy_plan(tmp_path / "sqlite.runs"), "sqlite.yaml")
     assert kairo.run("start", str(on_sqlite), "--wait").returncode == 1
     expected = outcome(kairo)
     for sqlite_file in (repo / ".git" / "kairo").glob("kairo.db*"):
         sqlite_file.unlink()
 
-    plan = on_postgres.write_plan(CRASHY.format(runs=tmp_path / "pg.runs"), "pg.yaml")
+    plan = on_postgres.write_plan(crashy_plan(tmp_path / "pg.runs"), "pg.yaml")
     done = on_postgres.run("start", str(plan), "--wait")
 
     assert done.returncode == 1, done.stderr

@@ -23,7 +23,7 @@ from orchestrator.core import events as ev
 from orchestrator.core.timeline import build_timeline, unix_time
 from orchestrator.runtime.state_reader import read_logged
 from orchestrator.store.sqlite import SqliteStore
-from tests.e2e.conftest import Kairo, git, run_to_its_end
+from tests.e2e.conftest import Kairo, git, run_to_its_end, shared_with_agents
 from tests.store.tamper import tampering
 
 pytestmark = pytest.mark.slow
@@ -45,6 +45,12 @@ subtasks:
   - id: d
     agent: {{run: "echo d >> {runs}; echo d > d.txt"}}
 """
+
+
+def crashy_plan(runs: Path) -> str:
+    """CRASHY, its agents noting each run in `runs`."""
+    runs.touch()
+    return CRASHY.format(runs=runs) + shared_with_agents(runs)
 
 
 def seed(repo: Path) -> None:
@@ -91,7 +97,7 @@ def test_a_crash_after_every_event_resumes_to_the_same_result(
     shutil.copytree(repo, template)
 
     baseline_runs = tmp_path / "baseline.runs"
-    plan = kairo.write_plan(CRASHY.format(runs=baseline_runs), "baseline.yaml")
+    plan = kairo.write_plan(crashy_plan(baseline_runs), "baseline.yaml")
     assert kairo.run("start", str(plan), "--wait").returncode == 1
     expected = outcome(kairo)
     assert expected["conflicts"]["b"][0]["with"] == ["a"]
@@ -103,7 +109,7 @@ def test_a_crash_after_every_event_resumes_to_the_same_result(
         runner = clone_kairo(kairo, root / "project", str(n))
         runs = root / "runs"
         plan_n = root / "plan.yaml"
-        plan_n.write_text(CRASHY.format(runs=runs))
+        plan_n.write_text(crashy_plan(runs))
         try:
             start_crashing_after(runner, plan_n, n)
             resumed = runner.run("resume", "--wait")
@@ -152,6 +158,13 @@ subtasks:
 """
 
 
+def pair_plan(runs: Path, hold: str, *shared: Path) -> str:
+    """SLOW_PAIR, its agents noting each run in `runs`, holding with `hold`, which may
+    wait on files in `shared` folders."""
+    runs.touch()
+    return SLOW_PAIR.format(runs=runs, hold=hold) + shared_with_agents(runs, *shared)
+
+
 def running_agents(kairo: Kairo) -> int:
     status = kairo.json("status")
     run_root = Path(git(kairo.repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "runs"
@@ -164,11 +177,12 @@ def start_then_kill_9(
 ) -> None:
     """Two agents running, then their supervisor killed with -9: the execution is PAUSED.
     Their first attempts end `sleep` seconds after the kill, or (`release`) once that file
-    exists: never before the kill, however slow the machine (a bare `sleep` could end them
+    exists (in a folder of its own, which the sandboxed agents see): never before the kill, however slow the machine (a bare `sleep` could end them
     before `status` names the supervisor to kill)."""
-    gate = release if release is not None else runs.with_name(f"{runs.name}.release")
+    gate = release if release is not None else runs.with_name(f"{runs.name}.gate") / "open"
+    gate.parent.mkdir(exist_ok=True)
     hold = f"while [ ! -e {gate} ]; do sleep 0.05; done"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold=hold))
+    plan = kairo.write_plan(pair_plan(runs, hold, gate.parent))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 2)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
@@ -229,12 +243,11 @@ def test_an_agent_s_key_is_in_no_file_across_a_kill_9_and_the_resumed_supervisor
 ) -> None:
     key = "sk-ant-api03-resumed-Zx9Yw8Vu7Ts6Rq5Po4"
     kairo.env["KEYED_API_KEY"] = key
-    release = tmp_path / "release"
+    release = tmp_path / "gate" / "open"
+    release.parent.mkdir()
     hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
-    assert (
-        kairo.run("start", str(kairo.write_plan(KEYED.format(hold=hold))), "--detach").returncode
-        == 0
-    )
+    plan = kairo.write_plan(KEYED.format(hold=hold) + shared_with_agents(release.parent))
+    assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 1)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
@@ -290,7 +303,7 @@ def test_agents_gone_with_their_tmux_server_are_interrupted_and_rerun_only_when_
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 60"))
+    plan = kairo.write_plan(pair_plan(runs, "sleep 60"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(
         lambda: running_agents(kairo) == 2 and runs.exists() and len(runs.read_text().split()) == 2
@@ -329,7 +342,8 @@ def test_two_concurrent_resumes_one_owns_the_other_exits_4(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    release = tmp_path / "release"
+    release = tmp_path / "gate" / "open"
+    release.parent.mkdir()
     start_then_kill_9(kairo, runs, release=release)  # still running when the third one asks
 
     both = [
@@ -379,7 +393,7 @@ def test_start_refuses_while_an_interrupted_execution_of_the_plan_exists(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 2"))
+    plan = kairo.write_plan(pair_plan(runs, "sleep 2"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     execution_id = kairo.json("status")["execution_id"]
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
@@ -399,7 +413,7 @@ def test_clean_refuses_an_execution_that_has_not_ended(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(SLOW_PAIR.format(runs=runs, hold="sleep 2"))
+    plan = kairo.write_plan(pair_plan(runs, "sleep 2"))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")

@@ -341,6 +341,19 @@ def test_validate_names_each_subtask_s_files_limits_and_conflict_resolution(
     ]
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_validate_says_what_each_step_reaches_in_the_sandbox(kairo: Kairo) -> None:
+    plan = kairo.write_plan(
+        "version: 1\nname: p\n" + GOOD_AGENT + "sandbox: {kind: bwrap, network: {setup: none}}\n"
+        "subtasks: [{id: a}]\n"
+    )
+    done = kairo.run("validate", str(plan))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(
+        "; agents run in sandbox bwrap; network: agent endpoint, setup none, checks none"
+    )
+
+
 @pytest.mark.parametrize(
     "command", ["status", "events", "verify", "report", "resume", "stop", "attach", "clean"]
 )

@@ -76,3 +76,13 @@ def test_an_agent_writes_its_own_worktree_and_nothing_else(
     # the user's home is not the agent's: not written
     assert not (home / ".claude").exists()
     assert snapshot_checkout(repo) == before
+
+    # its sessions and scratch are kept until `clean`, which removes them
+    run_root = Path(kairo.json("status")["run_root"])
+    assert (run_root / "honest" / "agent-state").is_dir()
+    assert (run_root / "honest" / "1" / "scratch" / "objects").is_dir()
+    cleaned = kairo.run("clean", "--force")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not (run_root / "honest" / "agent-state").exists()
+    assert not (run_root / "committer" / "1" / "scratch").exists()
+    assert (run_root / "honest" / "1" / "output.log").exists()  # the record stays

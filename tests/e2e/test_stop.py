@@ -232,9 +232,12 @@ def test_a_merge_waiting_for_its_integration_check_is_integrating(
 ) -> None:
     """Between its merge and the end of `integration_verify` a subtask is `integrating`,
     not `verifying` (its own `verify` ran before it was accepted)."""
-    release = tmp_path / "release"
+    # In a folder of its own that the plan binds: a sandboxed check sees no other of /tmp.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    release = gate / "release"
     plan = kairo.write_plan(
-        "version: 1\nname: checked\nverify: 'true'\n"
+        f"version: 1\nname: checked\nverify: 'true'\nsandbox: {{writable: [{gate}]}}\n"
         f"integration_verify: 'while [ ! -e {release} ]; do sleep 0.05; done'\n"
         "agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}\n"
         "subtasks:\n  - id: first\n"

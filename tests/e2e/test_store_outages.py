@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git, snapshot_checkout
+from tests.e2e.conftest import Kairo, git, shared_with_agents, snapshot_checkout
 from tests.e2e.test_recovery import wait_for
 from tests.faults.private_postgres import PrivateCluster, private_postgres
 
@@ -28,6 +28,11 @@ subtasks:
 """ + "".join(f"  - id: s{n}\n" for n in range(SUBTASKS))
 
 
+def outage_plan(runs: Path, template: str = PLAN) -> str:
+    runs.touch()
+    return template.format(runs=runs) + shared_with_agents(runs)
+
+
 @pytest.fixture
 def cluster() -> Iterator[PrivateCluster]:
     with private_postgres() as running:
@@ -41,7 +46,7 @@ def test_a_postgresql_outage_of_seconds_is_ridden_out_by_the_supervisor_and_star
         repo=kairo.repo, env=dict(kairo.env, KAIRO_STORE=cluster.url), socket=kairo.socket
     )
     runs = tmp_path / "runs"
-    plan = on_pg.write_plan(PLAN.format(runs=runs))
+    plan = on_pg.write_plan(outage_plan(runs))
     waiting = on_pg.spawn("start", str(plan), "--wait")
     wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 2, 60)
 
@@ -71,7 +76,7 @@ def test_a_store_deleted_mid_run_stops_the_run_saying_so_and_clean_finds_what_it
 ) -> None:
     runs = tmp_path / "runs"
     slow = PLAN.replace("sleep 1", "sleep 3").replace("max_parallel: 4", "max_parallel: 2")
-    plan = kairo.write_plan(slow.format(runs=runs))
+    plan = kairo.write_plan(outage_plan(runs, slow))
     before = snapshot_checkout(kairo.repo)
     waiting = kairo.spawn("start", str(plan), "--wait")
     wait_for(lambda: runs.exists() and len(runs.read_text().split()) >= 2, 60)
@@ -117,7 +122,7 @@ def test_clean_of_an_id_this_repository_holds_nothing_of_leaves_another_s_run_al
 ) -> None:
     # Both repositories' executions share the user's tmux server, each its own store.
     runs = tmp_path / "runs"
-    plan = kairo.write_plan(PLAN.replace("sleep 1", "sleep 30").format(runs=runs))
+    plan = kairo.write_plan(outage_plan(runs, PLAN.replace("sleep 1", "sleep 30")))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     status = kairo.json("status")
     short = status["execution_id"][-6:].lower()

@@ -6,18 +6,24 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import agents.egress
+import agents.forwarder
 from agents.base import AttemptContext
-from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedSubtask, SandboxSpec
+from agents.endpoints import EgressRoutes, egress_routes
+from orchestrator.app.plans import chosen_sandbox
+from orchestrator.core.plan import AgentSpec, Endpoint, ResolvedPlan, ResolvedSubtask, SandboxSpec
 from orchestrator.errors import EnvironmentProblem
 from orchestrator.git.invocation import trust_repository
 from orchestrator.runtime.attempts import RunFiles, scrub, write_attempt_files
 from orchestrator.runtime.sandbox import (
     AgentPlace,
     BwrapSandbox,
+    ExecutionSandbox,
     LocalSandbox,
     sandbox_for,
     without_secrets,
@@ -72,7 +78,13 @@ def test_a_variable_whose_value_is_a_credential_is_withheld_whatever_its_name() 
 KEY = "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
 
 
-def attempt_files(tmp_path: Path, agent: AgentSpec, **environment: str) -> RunFiles:
+def attempt_files(
+    tmp_path: Path,
+    agent: AgentSpec,
+    sandbox: ExecutionSandbox | None = None,
+    place: AgentPlace | None = None,
+    **environment: str,
+) -> RunFiles:
     files = RunFiles(tmp_path / "run" / "a" / "1")
     context = AttemptContext(
         execution_id="e",
@@ -93,8 +105,10 @@ def attempt_files(tmp_path: Path, agent: AgentSpec, **environment: str) -> RunFi
         base_environment={"PATH": "/bin", **environment},
         tmux_socket=None,
         wake_channel="w",
-        sandbox=LocalSandbox(),
-        place=AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
+        sandbox=sandbox or LocalSandbox(),
+        place=replace(place, run_dir=files.directory)
+        if place
+        else AgentPlace(tmp_path, files.directory, tmp_path / ".git"),
     )
     return files
 
@@ -204,7 +218,7 @@ def test_bwrap_lets_the_agent_write_its_worktree_scratch_and_state_only(tmp_path
     place.run_dir.mkdir()
     home = tmp_path / "home"
     home.mkdir()
-    sandbox = BwrapSandbox(binary="bwrap", network=False, environment={"HOME": str(home)})
+    sandbox = BwrapSandbox(binary="bwrap", network="none", environment={"HOME": str(home)})
     argv = sandbox.wrap(["sh", "-c", "x"], place)
 
     private = place.git_common_dir / "worktrees" / "wt"
@@ -234,6 +248,53 @@ def test_bwrap_lets_the_agent_write_its_worktree_scratch_and_state_only(tmp_path
     assert argv[-4:] == ["--", "sh", "-c", "x"]
 
 
+def test_under_endpoint_egress_runs_outside_and_the_forwarder_inside(tmp_path: Path) -> None:
+    place = linked_worktree(tmp_path)
+    routes = EgressRoutes(proxy=3128, allow=("api.anthropic.com:443",), hold=("ANTHROPIC_API_KEY",))
+    argv = BwrapSandbox(binary="bwrap").wrap(["claude", "-p"], replace(place, egress=routes))
+    socket = str(place.run_dir / "egress" / "egress.sock")
+    egress, inside = argv.index("bwrap"), argv.index("--", argv.index("bwrap"))
+    assert argv[1:egress] == [
+        "-I", "-S", str(Path(agents.egress.__file__).absolute()), "--socket", socket,
+        "--proxy", "3128", "--allow", "api.anthropic.com:443", "--hold", "ANTHROPIC_API_KEY", "--",
+    ]  # fmt: skip
+    assert argv[inside + 2 :] == [
+        "-I", "-S", str(Path(agents.forwarder.__file__).absolute()), "--socket", socket,
+        "--listen", "3128", "--", "claude", "-p",
+    ]  # fmt: skip
+    sandbox = argv[egress:inside]
+    assert "--unshare-net" in sandbox
+    egress_dir = str(place.run_dir / "egress")
+    assert sandbox[-5:] == ["--ro-bind", egress_dir, egress_dir, "--chdir", str(place.worktree)]
+    proxy = sandbox.index("HTTPS_PROXY")
+    assert sandbox[proxy - 1 : proxy + 2] == ["--setenv", "HTTPS_PROXY", "http://127.0.0.1:3128"]
+
+
+def test_an_agent_with_no_model_to_reach_gets_no_network_and_no_egress(tmp_path: Path) -> None:
+    place = replace(linked_worktree(tmp_path), egress=egress_routes(AgentSpec(run="x"), {}))
+    argv = BwrapSandbox(binary="bwrap").wrap(["sh", "-c", "x"], place)
+    assert argv[0] == "bwrap" and "--unshare-net" in argv and "HTTPS_PROXY" not in argv
+
+
+def test_behind_egress_the_runner_holds_an_endpoint_s_key_and_the_agent_s_url_is_local(
+    tmp_path: Path,
+) -> None:
+    endpoint = Endpoint(url="https://gateway.example/anthropic", key_env="GATEWAY")
+    agent = AgentSpec(kind="claude-code", endpoint=endpoint)
+    place = linked_worktree(tmp_path)
+    files = attempt_files(tmp_path, agent, BwrapSandbox(binary="bwrap"), place, GATEWAY=KEY)
+
+    spec = json.loads(files.spec.read_text())
+    assert spec["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:3127/anthropic"
+    argv = spec["argv"]
+    assert argv[argv.index("--reverse") + 1] == "3127=https://gateway.example/anthropic"
+    assert argv[argv.index("--hold") + 1] == "ANTHROPIC_API_KEY"
+    assert "--allow" not in argv  # not its vendor's API: the plan sends it elsewhere
+    # the key reaches egress through the runner's credentials file, never the spec
+    assert json.loads(files.credentials.read_text())["env"] == {"ANTHROPIC_API_KEY": KEY}
+    assert KEY not in files.spec.read_text()
+
+
 def test_a_planted_link_in_the_scratch_is_removed_not_followed(tmp_path: Path) -> None:
     place = linked_worktree(tmp_path)
     (place.scratch / "git").mkdir(parents=True)
@@ -252,3 +313,41 @@ def test_a_missing_bwrap_is_an_environment_problem(monkeypatch: pytest.MonkeyPat
     with pytest.raises(EnvironmentProblem, match="bubblewrap is not installed"):
         sandbox_for(SandboxSpec(kind="bwrap"))
     assert sandbox_for(SandboxSpec()).kind == "local"
+
+
+def plan_with(sandbox: SandboxSpec) -> ResolvedPlan:
+    subtask = ResolvedSubtask(id="a", title="a", prompt="p", agent=AgentSpec(kind="shell", run="x"))
+    return ResolvedPlan(name="p", sandbox=sandbox, subtasks=(subtask,))
+
+
+def test_a_plan_naming_no_sandbox_gets_bwrap_where_it_runs_and_is_told_why_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chosen, said = chosen_sandbox(plan_with(SandboxSpec(kind="auto")))
+    assert (chosen.sandbox.kind, said) == ("bwrap", ())  # bubblewrap runs on this machine
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    chosen, (warning,) = chosen_sandbox(plan_with(SandboxSpec(kind="auto")))
+    assert chosen.sandbox.kind == "local"
+    assert warning.startswith("agents run without a sandbox, as you: bubblewrap is not installed")
+
+
+def test_a_plan_choosing_local_is_warned_of_and_one_choosing_bwrap_is_not() -> None:
+    _, (warning,) = chosen_sandbox(plan_with(SandboxSpec(kind="local")))
+    assert "agents run as you" in warning
+    assert chosen_sandbox(plan_with(SandboxSpec(kind="bwrap")))[1] == ()
+
+
+def test_a_check_reaches_the_network_of_its_step() -> None:
+    from orchestrator.core.plan import NetworkSpec
+    from orchestrator.runtime.check_sandbox import check_network
+    from orchestrator.runtime.processes import CHECKS
+
+    spec = SandboxSpec(kind="bwrap", network=NetworkSpec(checks="all", setup="none"))
+    assert {check: check_network(spec, check) for check in CHECKS} == {
+        "verify": "all",
+        "integration": "all",
+        "setup": "none",
+    }
+    assert check_network(SandboxSpec(kind="bwrap"), "verify") == "none"  # the default
+    assert check_network(SandboxSpec(kind="bwrap"), "setup") == "all"

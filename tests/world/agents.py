@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 
 from orchestrator.runtime.attempts import RunFiles, RunnerState
-from orchestrator.runtime.processes import STOPPED, CheckScope, ShellResult
+from orchestrator.runtime.processes import STOPPED, CheckSandbox, CheckScope, ShellResult
 from orchestrator.tmux.layout import PaneRef
 from orchestrator.tmux.packing import windows_needed
 from tests.world.repository import MemoryRepository, Tree
@@ -166,6 +166,7 @@ class MemoryHost:
         timeout_s: float | None = None,
         stop: trio.Event | None = None,
         scope: CheckScope | None = None,
+        sandbox: CheckSandbox | None = None,
     ) -> ShellResult:
         if stop is not None and stop.is_set():
             return ShellResult(STOPPED, "[kairo] not run: kairo-orch stop --now came first\n")
