@@ -7,10 +7,8 @@ wrote; the supervisor can, at its next write: the head it finds is not the one i
 last. It stops there, appending nothing, and what it wrote (runs/ID/log-hashes) makes
 `status`, `verify` and `resume` say so after it.
 
-Under the default settings (bubblewrap) the agent does not reach the SQLite store (the
-tmpfs over `.git/kairo`). It still reaches a PostgreSQL server over the network, which the
-sandbox does not yet limit to the model endpoint: that case is expected to fail until it
-does.
+Under the default settings (bubblewrap) the agent reaches no store: not SQLite's file (the
+tmpfs over `.git/kairo`), nor a PostgreSQL server (no network but its model endpoint's).
 """
 
 from __future__ import annotations
@@ -68,13 +66,9 @@ def test_a_log_rewritten_under_its_supervisor_stops_the_run_at_its_next_write(
     repo: Path,
     tmp_path: Path,
     mode: Mode,
-    request: pytest.FixtureRequest,
 ) -> None:
     note = tmp_path / "rewritten"
     plan = plan_rewriting(on_store, store_url, note, 0, mode)
-    if mode.sandboxed and store_url.startswith("postgresql"):
-        reason = "the sandbox's network is not yet limited to the model endpoint (issue 36)"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
     started = on_store.run("start", str(plan), "--wait")
 
