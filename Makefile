@@ -65,8 +65,8 @@ bench-scale: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos
 
-# Adversarial agents (tests/attack), counted by the reproduction each defends against. They
-# run in `make test` too.
+# Adversarial agents (tests/attack), counted by the reproduction each defends against and the
+# sandbox it ran in (local, or bwrap: the default). They run in `make test` too.
 attack: $(STAMP)
 	$(BIN)/python -m tests.attack
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.attack.sandboxes import Mode
 from tests.e2e.conftest import Kairo
 
 #: The short id of the execution, as an agent works it out from its environment.
@@ -26,13 +27,14 @@ def run_plan(
     name: str,
     agents: Mapping[str, str],
     *,
+    mode: Mode,
     extra: str = "",
     depends: Mapping[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """A plan of shell agents (subtask id -> its command line, in plan order; `depends`:
-    subtask id -> the one it depends on) run with `start --wait`: what the command did,
-    and `status --json` after."""
-    lines = ["version: 1", f"name: {name}", "agent: {kind: shell, run: 'true'}", extra]
+    subtask id -> the one it depends on) run with `start --wait` in `mode`'s sandbox: what
+    the command did, and `status --json` after."""
+    lines = ["version: 1", f"name: {name}", "agent: {kind: shell, run: 'true'}", mode.plan, extra]
     lines.append("subtasks:")
     for subtask_id, run in agents.items():
         lines += [f"  - id: {subtask_id}", f"    agent: {{run: {json.dumps(run)}}}"]
@@ -45,6 +47,25 @@ def run_plan(
 
 def subtask(status: Mapping[str, Any], subtask_id: str) -> dict[str, Any]:
     return next(s for s in status["subtasks"] if s["id"] == subtask_id)
+
+
+def agent_said(status: Mapping[str, Any], subtask_id: str) -> str:
+    """What the subtask's agent printed, on each of its attempts (their output.log)."""
+    attempts = Path(status["run_root"]) / subtask_id
+    logs = sorted(attempts.glob("[0-9]*/output.log"), key=lambda log: int(log.parent.name))
+    return "".join(log.read_text(errors="replace") for log in logs)
+
+
+def refused(status: Mapping[str, Any], subtask_id: str, *said: str) -> None:
+    """The subtask's agent failed (not the guard: nothing changed for it to see), having
+    printed each of `said`."""
+    view = subtask(status, subtask_id)
+    assert view["state"] == "failed", view
+    # Failed as it exited, once or (leaving the same tree each time) on every attempt.
+    assert view["reason"].split(":")[0] in ("agent_failed", "no_progress"), view
+    printed = agent_said(status, subtask_id)
+    for words in said:
+        assert words in printed, (words, printed)
 
 
 def worktree_of(repo: Path, status: Mapping[str, Any], subtask_id: str) -> Path:

@@ -6,7 +6,9 @@ output closed) and a `setsid` loop that ignores SIGTERM. Each carries a marker i
 environment, by which the test finds it: alive while the agent runs, gone once the attempt
 ended, `stop --now` returned, or `clean` removed a crashed execution. Both ways of ending
 them are tried: a cgroup v2 of the attempt's own, and (forced with the tests' switch) the
-runner as the subreaper of everything the agent started.
+runner as the subreaper of everything the agent started. Each in both sandboxes: under
+the default settings (bubblewrap) they live in the agent's process namespace, which ends
+with its runner too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from agents.containment import own_cgroup
 from orchestrator.core.ids import CGROUP_PREFIX
+from tests.attack.sandboxes import Mode
 from tests.e2e.conftest import Kairo
 from tests.e2e.test_recovery import wait_for
 
@@ -40,9 +43,18 @@ LEFT_BEHIND = {
 }
 
 
-def agent_script(mark: str, release: Path | None) -> str:
-    """Leaves the three behind, changes a file, then waits for `release` (or for ever)."""
-    hold = f"while [ ! -e {release} ]; do sleep 0.05; done" if release else "sleep 1002"
+#: Where the test lets a held agent go: its run folder, which it sees in either sandbox.
+RELEASE = '"$(dirname "$KAIRO_PROMPT_FILE")/release"'
+
+
+def released(kairo: Kairo) -> None:
+    (Path(kairo.json("status")["run_root"]) / "a" / "1" / "release").touch()
+
+
+def agent_script(mark: str, held: bool) -> str:
+    """Leaves the three behind, changes a file, then waits to be `released` (or, not `held`,
+    for ever)."""
+    hold = f"while [ ! -e {RELEASE} ]; do sleep 0.05; done" if held else "sleep 1002"
     return "\n".join(
         [f"export ESCAPE_MARK={mark}", *LEFT_BEHIND.values(), "echo work > work.txt", hold]
     )
@@ -99,10 +111,10 @@ def mark() -> Iterator[str]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def start(kairo: Kairo, mark: str, release: Path | None, name: str = "escape") -> None:
-    script = "".join(f"    {line}\n" for line in agent_script(mark, release).splitlines())
+def start(kairo: Kairo, mark: str, mode: Mode, *, held: bool, name: str = "escape") -> None:
+    script = "".join(f"    {line}\n" for line in agent_script(mark, held).splitlines())
     plan = kairo.write_plan(
-        f"version: 1\nname: {name}\nagent:\n  kind: shell\n  run: |\n{script}"
+        f"version: 1\nname: {name}\n{mode.plan}\nagent:\n  kind: shell\n  run: |\n{script}"
         "subtasks:\n  - id: a\n",
         f"{name}.yaml",
     )
@@ -133,14 +145,13 @@ def the_attempts_cgroup(kairo: Kairo, containment: str) -> str | None:
 
 
 def test_what_the_agent_left_running_ends_with_its_attempt(
-    mark: str, kairo: Kairo, tmp_path: Path, containment: str
+    mark: str, kairo: Kairo, containment: str, mode: Mode
 ) -> None:
-    release = tmp_path / "release"
-    start(kairo, mark, release)
+    start(kairo, mark, mode, held=True)
     cgroup = the_attempts_cgroup(kairo, containment)
     assert all_three_alive(mark)  # the attack is real: they run beside the agent
 
-    release.touch()
+    released(kairo)
     wait_for(lambda: kairo.json("status")["status"] != "RUNNING", seconds=60)
 
     assert kairo.json("status")["status"] == "COMPLETED"
@@ -149,9 +160,9 @@ def test_what_the_agent_left_running_ends_with_its_attempt(
 
 
 def test_what_the_agent_left_running_ends_at_stop_now(
-    mark: str, kairo: Kairo, containment: str
+    mark: str, kairo: Kairo, containment: str, mode: Mode
 ) -> None:
-    start(kairo, mark, None)
+    start(kairo, mark, mode, held=False)
     cgroup = the_attempts_cgroup(kairo, containment)
     assert all_three_alive(mark)
 
@@ -163,9 +174,9 @@ def test_what_the_agent_left_running_ends_at_stop_now(
 
 
 def test_what_the_agent_left_running_ends_at_clean_of_a_crashed_execution(
-    mark: str, kairo: Kairo, containment: str
+    mark: str, kairo: Kairo, containment: str, mode: Mode
 ) -> None:
-    start(kairo, mark, None)
+    start(kairo, mark, mode, held=False)
     cgroup = the_attempts_cgroup(kairo, containment)
     os.kill(kairo.json("status")["supervisor_pid"], signal.SIGKILL)
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
@@ -189,10 +200,15 @@ def kill_supervisor_and_runner(kairo: Kairo) -> None:
     wait_for(lambda: kairo.json("status")["status"] == "PAUSED")
 
 
-def test_a_crashed_executions_cgroup_is_found_and_ended_at_clean(mark: str, kairo: Kairo) -> None:
-    start(kairo, mark, None)
+def test_a_crashed_executions_cgroup_is_found_and_ended_at_clean(
+    mark: str, kairo: Kairo, mode: Mode
+) -> None:
+    start(kairo, mark, mode, held=False)
     cgroup = the_attempts_cgroup(kairo, "cgroup")
     kill_supervisor_and_runner(kairo)
+    if mode.sandboxed:  # bubblewrap dies with the runner, and its process namespace with it
+        wait_for(lambda: marked(mark) == {}, seconds=10)
+        return
     assert all_three_alive(mark)  # and so do the agent's, in its cgroup
 
     done = kairo.run("clean", "--force")
@@ -203,10 +219,15 @@ def test_a_crashed_executions_cgroup_is_found_and_ended_at_clean(mark: str, kair
     assert cgroup is not None and not Path(cgroup).exists()
 
 
-def test_resume_ends_what_an_attempt_whose_runner_is_gone_left(mark: str, kairo: Kairo) -> None:
-    start(kairo, mark, None)
+def test_resume_ends_what_an_attempt_whose_runner_is_gone_left(
+    mark: str, kairo: Kairo, mode: Mode
+) -> None:
+    start(kairo, mark, mode, held=False)
     cgroup = the_attempts_cgroup(kairo, "cgroup")
     kill_supervisor_and_runner(kairo)
+    if mode.sandboxed:
+        wait_for(lambda: marked(mark) == {}, seconds=10)
+        return
     assert all_three_alive(mark)
 
     done = kairo.run("resume", "--wait")

@@ -4,7 +4,8 @@ An agent's `printf x > "$(printf 'bad\\377.txt')"` killed the supervisor as it r
 commit (`ValueError ... attempt_committed ... non-UTF-8`, `start --wait` exit 6, PAUSED),
 and `resume` died the same way. git accepts any bytes in a name but NUL; each must be
 recorded losslessly and handed back to git byte for byte: in the integration branch's
-tree, in a conflict report, in an agent's resolution prompt.
+tree, in a conflict report, in an agent's resolution prompt. In either sandbox: a name is
+made the same way in both.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.attack.sandboxes import LOCAL, Mode
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = pytest.mark.slow
@@ -57,11 +59,12 @@ def writes(files: dict[bytes, bytes]) -> str:
     return "; ".join(lines)
 
 
-def plan(kairo: Kairo, name: str, subtasks: dict[str, str], **settings: Any) -> Path:
-    """A plan of shell agents; its YAML is JSON, which quotes any line."""
+def plan(kairo: Kairo, mode: Mode, name: str, subtasks: dict[str, str], **settings: Any) -> Path:
+    """A plan of shell agents in `mode`'s sandbox; its YAML is JSON, which quotes any line."""
     document = {
         "version": 1,
         "name": name,
+        **mode.settings,
         **settings,
         "subtasks": [
             {"id": sid, "agent": {"kind": "shell", "run": run}} for sid, run in subtasks.items()
@@ -110,9 +113,12 @@ def events_of(kairo: Kairo, event_type: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.reproduces("35.6")
-def test_any_name_an_agent_makes_is_merged_byte_for_byte(kairo: Kairo, repo: Path) -> None:
+def test_any_name_an_agent_makes_is_merged_byte_for_byte(
+    kairo: Kairo, repo: Path, mode: Mode
+) -> None:
     files = {name: f"file {i}\n".encode() for i, name in enumerate(NAMES)}
-    started = kairo.run("start", str(plan(kairo, "names", {"names": writes(files)})), "--wait")
+    names = plan(kairo, mode, "names", {"names": writes(files)})
+    started = kairo.run("start", str(names), "--wait")
 
     assert started.returncode == 0, started.stderr
     status = json_of(kairo, "status", "--json")
@@ -129,11 +135,13 @@ CLASH = (b"clash\xff.txt", b"two\nlines\x1b.txt")
 
 
 @pytest.mark.reproduces("35.6")
-def test_a_conflict_on_such_a_name_is_reported_naming_it(kairo: Kairo, repo: Path) -> None:
+def test_a_conflict_on_such_a_name_is_reported_naming_it(
+    kairo: Kairo, repo: Path, mode: Mode
+) -> None:
     left = writes({name: b"left\n" for name in CLASH})
     right = writes({name: b"right\n" for name in CLASH})
     started = kairo.run(
-        "start", str(plan(kairo, "clash", {"left": left, "right": right})), "--wait"
+        "start", str(plan(kairo, mode, "clash", {"left": left, "right": right})), "--wait"
     )
 
     assert started.returncode == 1, started.stderr
@@ -151,7 +159,7 @@ def test_a_conflict_on_such_a_name_is_reported_naming_it(kairo: Kairo, repo: Pat
 
 @pytest.mark.reproduces("35.6")
 def test_an_agent_asked_to_resolve_a_conflict_is_named_the_very_file(
-    kairo: Kairo, repo: Path
+    kairo: Kairo, repo: Path, mode: Mode
 ) -> None:
     (name,) = CLASH[:1]
     path = shell_name(name)
@@ -161,9 +169,8 @@ def test_an_agent_asked_to_resolve_a_conflict_is_named_the_very_file(
         f" && printf 'left\\nright\\n' > {path}; else printf 'right\\n' > {path}; fi"
     )
     subtasks = {"left": writes({name: b"left\n"}), "right": resolve}
-    started = kairo.run(
-        "start", str(plan(kairo, "resolve", subtasks, resolve_conflicts="agent")), "--wait"
-    )
+    resolving = plan(kairo, mode, "resolve", subtasks, resolve_conflicts="agent")
+    started = kairo.run("start", str(resolving), "--wait")
 
     assert started.returncode == 0, started.stderr
     status = json_of(kairo, "status", "--json")
@@ -176,7 +183,7 @@ def test_an_agent_asked_to_resolve_a_conflict_is_named_the_very_file(
 
 @pytest.mark.reproduces("35.6")
 def test_a_plan_split_over_such_names_and_an_agent_saying_them_run_to_their_end(
-    kairo: Kairo, repo: Path
+    kairo: Kairo, repo: Path, mode: Mode
 ) -> None:
     """The names reach the log before any agent runs (the plan's split, in its first event),
     and an agent's own words may hold any escape too (its usage file is JSON it writes)."""
@@ -189,6 +196,7 @@ def test_a_plan_split_over_such_names_and_an_agent_saying_them_run_to_their_end(
     document = {
         "version": 1,
         "name": "split",
+        **mode.settings,
         "agent": {"kind": "shell", "run": agent},
         "subtasks": [
             {
@@ -208,6 +216,8 @@ def test_a_plan_split_over_such_names_and_an_agent_saying_them_run_to_their_end(
     (subtask,) = status["subtasks"]
     assert Path(subtask["output"]).with_name("prompt.txt").read_bytes() == b"look at " + name
     (exited,) = events_of(kairo, "attempt_exited")
+    if mode.sandboxed:  # its usage file is not its own to write there: no summary of its
+        return
     assert name_bytes(exited["summary"]) == "done \udcff \ufffd".encode("utf-8", "surrogateescape")
 
 
@@ -219,7 +229,12 @@ def test_an_execution_the_name_stopped_before_resumes(kairo: Kairo, repo: Path) 
     of them), the commit then made as its commit step had made it."""
     name = NAMES[0]
     crashed = subprocess.run(
-        [*kairo_command(), "start", str(plan(kairo, "old", {"a": writes({name: b"x"})})), "--wait"],
+        [
+            *kairo_command(),
+            "start",
+            str(plan(kairo, LOCAL, "old", {"a": writes({name: b"x"})})),
+            "--wait",
+        ],
         cwd=repo,
         env=dict(kairo.env, KAIRO_FAULT_CRASH_AFTER_EVENT="8"),
         capture_output=True,

@@ -6,6 +6,9 @@ ended COMPLETED. The chain alone cannot tell such a rewrite from the log its sup
 wrote; the supervisor can, at its next write: the head it finds is not the one it wrote
 last. It stops there, appending nothing, and what it wrote (runs/ID/log-hashes) makes
 `status`, `verify` and `resume` say so after it.
+
+Under the default settings (bubblewrap) the agent reaches no store: not SQLite's file (the
+tmpfs over `.git/kairo`), nor a PostgreSQL server (no network but its model endpoint's).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import pytest
 
 from orchestrator.store import open_store
 from tests import postgres
+from tests.attack.guarded_runs import refused
+from tests.attack.sandboxes import Mode
 from tests.e2e.conftest import Kairo
 
 pytestmark = pytest.mark.slow
@@ -44,11 +49,11 @@ def on_store(kairo: Kairo, store_url: str) -> Kairo:
     return Kairo(repo=kairo.repo, env=dict(kairo.env, KAIRO_STORE=store_url), socket=kairo.socket)
 
 
-def plan_rewriting(kairo: Kairo, store_url: str, note: Path, seq: int) -> Path:
+def plan_rewriting(kairo: Kairo, store_url: str, note: Path, seq: int, mode: Mode) -> Path:
     rewrite = shlex.join([sys.executable, str(REWRITE), store_url, str(seq), str(note)])
     run = f"{rewrite} && echo done > done.txt"
     return kairo.write_plan(
-        "version: 1\nname: rewrite\n"
+        f"version: 1\nname: rewrite\n{mode.plan}\n"
         f"agent: {{kind: shell, run: {json.dumps(run)}}}\n"
         "subtasks:\n  - id: a\n  - id: b\n    agent: {kind: shell, run: 'echo b > b.txt'}\n"
     )
@@ -56,10 +61,25 @@ def plan_rewriting(kairo: Kairo, store_url: str, note: Path, seq: int) -> Path:
 
 @pytest.mark.reproduces("35.4")
 def test_a_log_rewritten_under_its_supervisor_stops_the_run_at_its_next_write(
-    on_store: Kairo, store_url: str, repo: Path, tmp_path: Path
+    on_store: Kairo,
+    store_url: str,
+    repo: Path,
+    tmp_path: Path,
+    mode: Mode,
 ) -> None:
     note = tmp_path / "rewritten"
-    started = on_store.run("start", str(plan_rewriting(on_store, store_url, note, 0)), "--wait")
+    plan = plan_rewriting(on_store, store_url, note, 0, mode)
+
+    started = on_store.run("start", str(plan), "--wait")
+
+    if mode.sandboxed:  # the store out of its reach: b merged, the log its supervisor's
+        assert started.returncode == 1, started.stderr
+        status = on_store.json("status")
+        assert status["status"] == "FAILED"
+        refused(status, "a")
+        verified = on_store.run("verify")
+        assert verified.returncode == 0, verified.stderr
+        return
 
     assert started.returncode == 3, started.stderr
     assert "the event at seq 0 is not the one it wrote" in started.stderr, started.stderr

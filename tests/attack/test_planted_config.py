@@ -5,7 +5,9 @@ program, a credential helper, an ssh command), and a `.gitattributes` that names
 the tree that gets merged. No git command of kairo-orch runs any of them: not the
 supervisor's (fills, commits, looks, merges, a conflict's resolution, the conflict map),
 nor `status`, `report`, `conflicts`, `clean`, `validate` or another `start` after it. The
-user's own git, afterwards, does run them: the plants are real."""
+user's own git, afterwards, does run them: the plants are real. Under the default settings
+(bubblewrap) the same agent plants nothing the user's git reads: every plant is tried, and
+afterwards the user's own git runs nothing either."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 
 from orchestrator.git.remote import fetch_branch, push_branch
 from orchestrator.git.repo import discover_repo
+from tests.attack.sandboxes import Mode, outside, unchanged_outside
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = [pytest.mark.slow, pytest.mark.reproduces("35.1")]
@@ -53,12 +56,12 @@ def marker(root: Path) -> tuple[Path, Path]:
     return program, mark
 
 
-def plant_script(evil: Path, home: Path) -> str:
-    """What the injected prompt told the agent to run: as git itself would let it."""
+def plant_script(evil: Path, home: Path, *, every: bool) -> str:
+    """What the injected prompt told the agent to run: as git itself would let it. Stopped
+    at the first plant that fails, or, `every`, each tried whatever the others did."""
     hooks = evil.parent / "hooks"
-    return textwrap.dedent(
+    return ("" if every else "set -e\n") + textwrap.dedent(
         f"""\
-        set -e
         common=$(git rev-parse --git-common-dir)
         mkdir -p {hooks} "$common/hooks" "$common/info"
         for hook in {HOOKS}; do
@@ -96,7 +99,7 @@ def plant_script(evil: Path, home: Path) -> str:
 
 
 def test_no_git_command_of_kairo_orch_runs_a_planted_program(
-    kairo: Kairo, repo: Path, tmp_path: Path
+    kairo: Kairo, repo: Path, tmp_path: Path, mode: Mode
 ) -> None:
     evil, mark = marker(tmp_path)
     home = tmp_path / "home"
@@ -104,9 +107,12 @@ def test_no_git_command_of_kairo_orch_runs_a_planted_program(
     kairo.env["HOME"] = str(home)
     kairo.env["KAIRO_OVERLAP_EVERY"] = "0.2"  # the looks at running worktrees run too
     (repo / "app.txt").write_text("one\ntwo\nthree\n")
+    # In the tree, where the agent finds it in either sandbox (bubblewrap hides /tmp).
+    (repo / "plant.sh").write_text(plant_script(evil, home, every=mode.sandboxed))
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "app")
-    (tmp_path / "plant.sh").write_text(plant_script(evil, home))
+    included = evil.parent / "included"
+    before = outside(repo, home, included)
     # A resolution on attempt 2 keeps both sides (deletes git's marker lines).
     resolve = "sed -i '/^<<<<<<<\\|^=======\\|^>>>>>>>/d' app.txt"
     plan = kairo.write_plan(
@@ -114,13 +120,14 @@ def test_no_git_command_of_kairo_orch_runs_a_planted_program(
             f"""\
             version: 1
             name: planted
+            {mode.plan}
             max_parallel: 1
             resolve_conflicts: agent
             verify: "test -f app.txt"
             agent: {{kind: shell, run: "true"}}
             subtasks:
               - id: plant
-                agent: {{run: "sh {tmp_path}/plant.sh && sleep 0.5"}}
+                agent: {{run: "sh plant.sh && sleep 0.5"}}
               - id: attributes
                 agent: {{run: "printf '* filter=evil diff=evil merge=evil\\\\n' > .gitattributes"}}
               - id: first
@@ -163,11 +170,18 @@ def test_no_git_command_of_kairo_orch_runs_a_planted_program(
     kairo.run("clean", "--force")
 
     assert not mark.exists(), f"kairo-orch's git ran planted programs:\n{mark.read_text()}"
+    if mode.sandboxed:
+        said = (Path(status["run_root"]) / "plant" / "1" / "output.log").read_text()
+        assert "Read-only file system" in said, said
+        unchanged_outside(repo, before, home, included)
 
     # The control: the user's own git, in the same repository and home, runs them.
     env = {**kairo.env, "GIT_PAGER": ""}
     subprocess.run(["git", "status"], cwd=repo, env=env, capture_output=True, check=False)
     subprocess.run(["git", "log", "-1", "-p"], cwd=repo, env=env, capture_output=True, check=False)
+    if mode.sandboxed:
+        assert not mark.exists(), f"the user's git ran planted programs:\n{mark.read_text()}"
+        return
     assert mark.exists(), "the plants never ran at all"
     assert str(evil) in mark.read_text()
 

@@ -5,7 +5,10 @@ got a sibling judged `no_changes` while its agent still ran, an `output.log` ove
 was shown as the agent's, and a symbolic link planted where the runner writes its
 temporary file had it overwrite whatever the link named. Here `forger` does each to
 `victim`, whose agent waits, while it is attacked, for the test to let it finish.
-"""
+
+The forged record and log in both sandboxes: under the default settings (bubblewrap) no
+agent sees another attempt's run folder, and the victim's records are its runner's. The
+planted link in local mode (36.6 is the sandbox's own)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.attack.guarded_runs import agent_said
+from tests.attack.sandboxes import LOCAL, Mode
 from tests.e2e.conftest import Kairo, git
 from tests.e2e.test_recovery import wait_for
 
@@ -25,11 +30,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.reproduces("35.3")]
 VICTIM_RUN = '"$(dirname "$KAIRO_USAGE_FILE")/../../victim/1"'
 
 
-def start(kairo: Kairo, release: Path, forger: str) -> None:
-    victim = f"while [ ! -e {release} ]; do sleep 0.05; done\necho victim > victim.txt"
+#: Where the test lets the victim go: its run folder, which it sees in either sandbox.
+RELEASE = '"$(dirname "$KAIRO_PROMPT_FILE")/release"'
+
+
+def start(kairo: Kairo, forger: str, mode: Mode = LOCAL) -> None:
+    victim = f"while [ ! -e {RELEASE} ]; do sleep 0.05; done\necho victim > victim.txt"
     script = "".join(f"        {line}\n" for line in forger.splitlines())
     plan = kairo.write_plan(
-        "version: 1\nname: records\nmax_parallel: 2\nagent: {kind: shell, run: 'true'}\n"
+        f"version: 1\nname: records\n{mode.plan}\nmax_parallel: 2\n"
+        "agent: {kind: shell, run: 'true'}\n"
         "subtasks:\n"
         "  - id: victim\n    agent:\n      run: |\n        echo the agent said this\n"
         + "".join(f"        {line}\n" for line in victim.splitlines())
@@ -55,8 +65,8 @@ def subtask(kairo: Kairo, subtask_id: str) -> dict[str, object]:
     return found
 
 
-def finish(kairo: Kairo, release: Path) -> dict[str, object]:
-    release.touch()
+def finish(kairo: Kairo) -> dict[str, object]:
+    (victim_run(kairo) / "release").touch()
     wait_for(lambda: kairo.json("status")["status"] != "RUNNING", seconds=60)
     status: dict[str, object] = kairo.json("status")
     assert status["status"] == "COMPLETED"
@@ -65,18 +75,28 @@ def finish(kairo: Kairo, release: Path) -> dict[str, object]:
     return status
 
 
+def waits_for(condition: str) -> str:
+    """A shell line that waits (a while: in the sandbox it never comes) for `condition`."""
+    return f"for i in $(seq 200); do {condition} && break; sleep 0.05; done\n"
+
+
 def test_an_exit_record_forged_while_the_agent_runs_is_not_its_exit(
-    kairo: Kairo, tmp_path: Path
+    kairo: Kairo, mode: Mode
 ) -> None:
-    release = tmp_path / "release"
     forged = '{"exit_code": 0, "signal": null, "runner_signal": null, "output_tail": "FORGED"}'
     start(
         kairo,
-        release,
-        f'while [ ! -e "$run/started.json" ]; do sleep 0.05; done\necho \'{forged}\' > "$run/exit.json"',
+        waits_for('[ -e "$run/started.json" ]') + f"echo '{forged}' > \"$run/exit.json\"",
+        mode,
     )
     wait_for(lambda: subtask(kairo, "forger")["state"] == "succeeded", seconds=30)
     record = victim_run(kairo) / "exit.json"
+    if mode.sandboxed:  # no run folder of another attempt's to write
+        assert "Directory nonexistent" in agent_said(kairo.json("status"), "forger")
+        status = finish(kairo)
+        assert "written_by_others" not in status
+        assert "FORGED" not in record.read_text()
+        return
     assert "FORGED" in record.read_text()  # the attack is real: there it is, as the runner's
 
     # For more than two of the supervisor's looks a second apart: the victim still runs.
@@ -86,7 +106,7 @@ def test_an_exit_record_forged_while_the_agent_runs_is_not_its_exit(
         assert (victim["state"], victim["attempts"]) == ("running", 1)
         time.sleep(0.1)
 
-    status = finish(kairo, release)
+    status = finish(kairo)
 
     victim = next(s for s in status["subtasks"] if s["id"] == "victim")  # type: ignore[attr-defined]
     assert victim["attempts"] == 1
@@ -103,19 +123,26 @@ def test_an_exit_record_forged_while_the_agent_runs_is_not_its_exit(
 
 
 def test_an_output_log_another_process_changed_is_not_shown_as_the_agents(
-    kairo: Kairo, tmp_path: Path
+    kairo: Kairo, mode: Mode
 ) -> None:
-    release = tmp_path / "release"
     start(
         kairo,
-        release,
-        'while ! grep -q "the agent said" "$run/output.log" 2>/dev/null; do sleep 0.05; done\n'
-        'echo "FORGED: every test passed" > "$run/output.log"',
+        waits_for('grep -q "the agent said" "$run/output.log" 2>/dev/null')
+        + 'echo "FORGED: every test passed" > "$run/output.log"',
+        mode,
     )
     log = victim_run(kairo) / "output.log"
+    if mode.sandboxed:
+        wait_for(lambda: subtask(kairo, "forger")["state"] == "succeeded", seconds=30)
+        assert "Directory nonexistent" in agent_said(kairo.json("status"), "forger")
+        status = finish(kairo)
+        assert "written_by_others" not in status and "FORGED" not in log.read_text()
+        victim = next(s for s in status["subtasks"] if s["id"] == "victim")  # type: ignore[attr-defined]
+        assert victim["output"] == str(log)
+        return
     wait_for(lambda: log.exists() and "FORGED" in log.read_text(), seconds=30)
 
-    status = finish(kairo, release)
+    status = finish(kairo)
 
     assert "FORGED" in log.read_text()  # the attack is real: the file says it
     victim = next(s for s in status["subtasks"] if s["id"] == "victim")  # type: ignore[attr-defined]
@@ -135,12 +162,10 @@ def test_an_output_log_another_process_changed_is_not_shown_as_the_agents(
 def test_a_link_planted_where_the_runner_writes_is_not_written_through(
     kairo: Kairo, tmp_path: Path
 ) -> None:
-    release = tmp_path / "release"
     notes = tmp_path / "notes.txt"
     notes.write_bytes(b"the user's own notes\n")
     start(
         kairo,
-        release,
         'while [ ! -e "$run/started.json" ]; do sleep 0.05; done\n'
         'pid=$(sed -n \'s/.*"pid":\\([0-9]*\\).*/\\1/p\' "$run/started.json")\n'
         f'ln -s {notes} "$run/.exit.json.$pid.tmp"',
@@ -157,7 +182,7 @@ def test_a_link_planted_where_the_runner_writes_is_not_written_through(
     os.close(os.open(link, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
     assert scratch.read_text() == ""
 
-    finish(kairo, release)
+    finish(kairo)
 
     assert notes.read_bytes() == b"the user's own notes\n"
     assert not planted.is_symlink()  # unlinked, and the record made anew

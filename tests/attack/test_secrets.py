@@ -7,8 +7,9 @@ global and session environments, every runner spec and credentials file of the r
 pane's screen) into files of its worktree, which the test reads back from the branch; the
 two given a secret print it; the checks print them all. No withheld value may reach an
 agent, nor be in any file under .git/kairo, the reports, `status`, the log, or tmux's
-environment; the key and the token reach their own agent's process only.
-"""
+environment; the key and the token reach their own agent's process only. In both
+sandboxes: under the default settings (bubblewrap) the agent reaches no tmux server, run
+folder or pane at all, and the rest holds as in local mode."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.attack.sandboxes import Mode
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = pytest.mark.slow
@@ -31,8 +33,9 @@ SECRETS = {
 }
 GIVEN = {"keyed": "ANTHROPIC_API_KEY", "deployer": "DEPLOY_TOKEN"}  # by the plan, by name
 
-# Each agent waits for the test's go (it reads their environments meanwhile), then acts.
-GATE = "for i in $(seq 600); do [ -e {gate} ] && break; sleep 0.1; done; "
+# Each agent waits for the test's go (it reads their environments meanwhile), then acts:
+# a file in its run folder, which it sees in either sandbox.
+GATE = 'for i in $(seq 600); do [ -e "$(dirname "$KAIRO_PROMPT_FILE")/go" ] && break; sleep 0.1; done; '
 SNOOP = (
     'runs=$(dirname "$(dirname "$(dirname "$KAIRO_PROMPT_FILE")")"); '
     "env > env.txt; "
@@ -47,6 +50,7 @@ SNOOP = (
 PLAN = """\
 version: 1
 name: secrets
+{sandbox}
 max_parallel: 4
 limits: {{max_attempts: 1}}
 worktree: {{setup: 'echo "setup sees $DEPLOY_TOKEN"'}}
@@ -106,11 +110,10 @@ def started_agents(kairo: Kairo, subtasks: list[str], seconds: float = 60) -> di
 
 @pytest.mark.reproduces("35.8")
 def test_no_withheld_value_reaches_an_agent_a_file_of_ours_a_report_or_tmux(
-    kairo: Kairo, repo: Path
+    kairo: Kairo, repo: Path, mode: Mode
 ) -> None:
     kairo.env.update(SECRETS)
-    gate = repo.parent / "go"
-    plan = kairo.write_plan(PLAN.format(gate=GATE.format(gate=gate), snoop=SNOOP))
+    plan = kairo.write_plan(PLAN.format(sandbox=mode.plan, gate=GATE, snoop=SNOOP))
     subtasks = ["snoop", "keyed", "deployer", "failing-check"]
 
     waiting = kairo.spawn("start", str(plan), "--wait")
@@ -130,7 +133,8 @@ def test_no_withheld_value_reaches_an_agent_a_file_of_ours_a_report_or_tmux(
         server = int(kairo.tmux("display-message", "-p", "#{pid}").stdout)
         assert leaked(Path(f"/proc/{server}/environ").read_bytes()) == []
     finally:
-        gate.touch()
+        for run in (repo / ".git" / "kairo" / "runs").glob("*/*/1"):
+            (run / "go").touch()
     _, stderr = waiting.communicate(timeout=120)
 
     assert waiting.returncode == 1, stderr  # failing-check failed; the others merged
@@ -149,9 +153,15 @@ def test_no_withheld_value_reaches_an_agent_a_file_of_ours_a_report_or_tmux(
     }
     for name, text in seen.items():
         assert leaked(text) == [], name
-    assert seen["runs.txt"].count('"argv"') == 4  # it did read every runner spec
-    assert "PATH=" in seen["env.txt"] and "PATH=" in seen["tmux-global.txt"]
-    assert "my key is [redacted: ANTHROPIC_API_KEY]" in seen["panes.txt"]  # its sibling's pane
+    assert "PATH=" in seen["env.txt"]
+    if mode.sandboxed:  # no run folder but its own, no tmux server, no pane
+        assert seen["runs.txt"].count('"argv"') == 1  # its own runner spec
+        assert "No such file" in seen["runs.txt"]
+        assert seen["tmux-global.txt"] == seen["panes.txt"] == ""
+    else:
+        assert seen["runs.txt"].count('"argv"') == 4  # it did read every runner spec
+        assert "PATH=" in seen["tmux-global.txt"]
+        assert "my key is [redacted: ANTHROPIC_API_KEY]" in seen["panes.txt"]  # a sibling's
     # ... and the two given a secret had it (they wrote its digest, not it).
     assert git(repo, "show", f"{branch}:key.sha").split()[0] == sha256(SECRETS["ANTHROPIC_API_KEY"])
     assert git(repo, "show", f"{branch}:token.sha").split()[0] == sha256(SECRETS["DEPLOY_TOKEN"])
@@ -179,11 +189,18 @@ def test_no_withheld_value_reaches_an_agent_a_file_of_ours_a_report_or_tmux(
     for command, text in shown.items():
         assert leaked(text) == [], command
 
-    # The values were there to be leaked: the checks printed them all, the agents theirs.
+    # The values were there to be leaked: the checks printed them all (in local mode), the
+    # agents theirs.
     everything = "\n".join(shown.values()) + "".join(p.read_text(errors="replace") for p in files)
     marks = " ".join(f"[redacted: {name}]" for name in SECRETS)
-    assert f"verify sees {marks}" in shown["events --json"]
-    assert "failing check sees [redacted: DATABASE_URL] [redacted: BUILD_LABEL]" in shown["report"]
     assert "pr sees [redacted: DATABASE_URL]" in shown["events --json"]
-    assert "setup sees [redacted: DEPLOY_TOKEN]" in everything  # its setup.log
+    if mode.sandboxed:  # the checks run in the sandbox, which gives them no secret
+        assert "verify sees    " in shown["events --json"]
+        assert "failing check sees" in shown["report"] and "setup sees" in everything
+    else:
+        assert f"verify sees {marks}" in shown["events --json"]
+        assert (
+            "failing check sees [redacted: DATABASE_URL] [redacted: BUILD_LABEL]" in shown["report"]
+        )
+        assert "setup sees [redacted: DEPLOY_TOKEN]" in everything  # its setup.log
     assert "my token is [redacted: DEPLOY_TOKEN]" in everything  # the deployer's output.log

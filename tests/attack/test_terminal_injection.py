@@ -5,7 +5,8 @@ pane title. Each is shown escaped, as text one can read (`\\x1b]52;...`).
 
 The agent's own pane is a terminal running the agent: it shows the agent's raw output, as
 any terminal would, and attaching to it is the user's choice. Its `output.log` keeps the
-raw bytes: the test reads them back to show that the attack was real.
+raw bytes: the test reads them back to show that the attack was real. What is printed is
+the same in either sandbox; the test runs in local mode.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def test_escape_sequences_from_agents_reach_no_terminal(kairo: Kairo, tmp_path: 
     verify = tmp_path / "verify.sh"
     verify.write_text(f"{PRINTED}\nexit 1\n")
     plan = kairo.write_plan(
-        "version: 1\nname: inject\nmax_parallel: 4\n"
+        "version: 1\nname: inject\nsandbox: {kind: local}\nmax_parallel: 4\n"
         f"agent: {{kind: shell, run: 'sh {_agent(tmp_path, 'a', 0)}'}}\n"
         "limits: {max_attempts: 1}\n"
         "subtasks:\n"

@@ -3,7 +3,12 @@ each change is named, with the command that restores it, its subtask fails, the 
 exits 1, and nothing the user had is lost to `git gc --prune=now`.
 
 Each test first shows the attack was real (the ref did move, the file is there): before
-the guard, every one of these runs ended COMPLETED with exit 0 and nothing said."""
+the guard, every one of these runs ended COMPLETED with exit 0 and nothing said. Under the
+default settings (bubblewrap) the same agent can change none of it: the git directory is
+read-only to it, and the user's refs, stash, config, hooks and objects stay byte for byte
+as they were. What only the guard's own workings show (a change found by a resume, the
+guard's record changed, `clean` keeping the guard's refs) is tested in local mode, where
+an agent can make the change."""
 
 from __future__ import annotations
 
@@ -20,12 +25,15 @@ import pytest
 from tests.attack.guarded_runs import (
     GIT_DIR,
     SHORT_ID,
+    agent_said,
     breach_named,
     failed_by_the_guard,
+    refused,
     restore,
     run_plan,
     subtask,
 )
+from tests.attack.sandboxes import LOCAL, Mode, outside, unchanged_outside
 from tests.e2e.conftest import Kairo, git
 
 pytestmark = [pytest.mark.slow, pytest.mark.reproduces("35.2")]
@@ -59,7 +67,7 @@ def stash_entries(repo: Path) -> list[str]:
 
 
 def test_a_deleted_branch_and_a_cleared_stash_outlive_gc_and_are_put_back(
-    kairo: Kairo, repo: Path
+    kairo: Kairo, repo: Path, mode: Mode
 ) -> None:
     # A branch whose commit (and file) nothing else reaches, not even HEAD's reflog, and
     # two stash entries: all unreachable once the agent is done.
@@ -74,13 +82,20 @@ def test_a_deleted_branch_and_a_cleared_stash_outlive_gc_and_are_put_back(
         (repo / "README.md").write_text(f"project, {wip} try\n")
         git(repo, "stash", "push", "-q", "-m", f"{wip} try")
     stashed = stash_entries(repo)
+    before = outside(repo)
 
     done, status = run_plan(
         kairo,
         "history",
-        {"a": "git branch -D feature && git stash clear && git gc -q --prune=now && echo x > x"},
+        {"a": "git branch -D feature; git stash clear; git gc -q --prune=now; echo x > x"},
+        mode=mode,
     )
 
+    if mode.sandboxed:  # each tried, none made: the agent's own work merged
+        assert done.returncode == 0, done.stderr
+        assert agent_said(status, "a").count("Read-only file system") >= 2
+        unchanged_outside(repo, before)
+        return
     assert ref(repo, "refs/heads/feature") is None and stash_entries(repo) == []  # it was real
     assert done.returncode == 1, done.stderr
     failed_by_the_guard(status, "a", "refs/heads/feature was deleted")
@@ -112,7 +127,8 @@ def test_a_change_made_while_no_supervisor_ran_is_found_by_the_resume(
     # resumed supervisor reads back the record taken at the start (never takes a new one).
     git(repo, "branch", "feature")
     plan = kairo.write_plan(
-        "version: 1\nname: unwatched\nagent: {kind: shell, run: 'true'}\nsubtasks:\n"
+        f"version: 1\nname: unwatched\n{LOCAL.plan}\nagent: {{kind: shell, run: 'true'}}\n"
+        "subtasks:\n"
         "  - id: a\n    agent: {run: 'sleep 2; git branch -D feature; echo x > x'}\n"
     )
     assert kairo.run("start", str(plan), "--detach").returncode == 0
@@ -134,7 +150,8 @@ def test_a_record_changed_while_no_supervisor_ran_is_said_and_taken_anew(
     kairo: Kairo, repo: Path
 ) -> None:
     plan = kairo.write_plan(
-        "version: 1\nname: tampered\nagent: {kind: shell, run: 'true'}\nsubtasks:\n"
+        f"version: 1\nname: tampered\n{LOCAL.plan}\nagent: {{kind: shell, run: 'true'}}\n"
+        "subtasks:\n"
         "  - id: a\n    agent: {run: 'sleep 2; echo x > x'}\n"
     )
     assert kairo.run("start", str(plan), "--detach").returncode == 0
@@ -154,8 +171,11 @@ def test_a_record_changed_while_no_supervisor_ran_is_said_and_taken_anew(
     assert event_types(kairo, status["execution_id"]).count("guard_recorded") == 2
 
 
-def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo: Path) -> None:
+def test_moving_the_checked_out_branch_is_named_and_put_back(
+    kairo: Kairo, repo: Path, mode: Mode
+) -> None:
     main = ref(repo, "refs/heads/main")
+    before = outside(repo)
 
     done, status = run_plan(
         kairo,
@@ -165,7 +185,13 @@ def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo:
             "git -c user.name=a -c user.email=a@b commit -qm evil && "
             "git update-ref refs/heads/main HEAD"
         },
+        mode=mode,
     )
+
+    if mode.sandboxed:  # its commit is its own scratch's; the branch is not its to move
+        refused(status, "a", "Read-only file system")
+        unchanged_outside(repo, before)
+        return
 
     moved = ref(repo, "refs/heads/main")
     assert moved != main  # the user's checked-out branch really moved
@@ -177,10 +203,19 @@ def test_moving_the_checked_out_branch_is_named_and_put_back(kairo: Kairo, repo:
     assert ref(repo, "refs/heads/main") == main
 
 
-def test_a_branch_pushed_into_the_repository_is_named_and_removed(kairo: Kairo, repo: Path) -> None:
+def test_a_branch_pushed_into_the_repository_is_named_and_removed(
+    kairo: Kairo, repo: Path, mode: Mode
+) -> None:
+    before = outside(repo)
+
     done, status = run_plan(
-        kairo, "push-in", {"a": "git push -q . HEAD:refs/heads/x && echo x > x"}
+        kairo, "push-in", {"a": "git push -q . HEAD:refs/heads/x && echo x > x"}, mode=mode
     )
+
+    if mode.sandboxed:
+        refused(status, "a", "[remote rejected] HEAD -> x")
+        unchanged_outside(repo, before)
+        return
 
     assert ref(repo, "refs/heads/x") is not None  # made
     assert done.returncode == 1, done.stderr
@@ -190,9 +225,10 @@ def test_a_branch_pushed_into_the_repository_is_named_and_removed(kairo: Kairo, 
 
 
 def test_moving_a_siblings_branch_is_blamed_on_the_one_that_moved_it(
-    kairo: Kairo, repo: Path
+    kairo: Kairo, repo: Path, mode: Mode
 ) -> None:
     # b starts once a merged (it depends on it), and moves a's branch to its own head.
+    before = outside(repo)
     done, status = run_plan(
         kairo,
         "sibling",
@@ -203,9 +239,16 @@ def test_moving_a_siblings_branch_is_blamed_on_the_one_that_moved_it(
             'git update-ref "refs/heads/kairo-subtasks/sibling/$s/a" HEAD',
         },
         depends={"b": "a"},
+        mode=mode,
     )
 
     a = subtask(status, "a")
+    if mode.sandboxed:  # a's branch is where its merge left it; b could not move it
+        assert a["state"] == "merged"
+        assert ref(repo, f"refs/heads/{a['branch']}") == a["head_commit"]
+        refused(status, "b", "Read-only file system")
+        unchanged_outside(repo, before)
+        return
     branch = f"refs/heads/{a['branch']}"
     assert ref(repo, branch) != a["head_commit"]  # moved
     assert done.returncode == 1, done.stderr
@@ -231,13 +274,19 @@ PLANTED = {
 
 @pytest.mark.parametrize("planted", list(PLANTED))
 def test_what_an_agent_plants_in_the_git_directory_is_named_and_taken_out(
-    kairo: Kairo, repo: Path, planted: str
+    kairo: Kairo, repo: Path, planted: str, mode: Mode
 ) -> None:
     command, path = PLANTED[planted]
     file = repo / ".git" / path
     before = file.read_bytes() if file.exists() else None
+    everything = outside(repo)
 
-    done, status = run_plan(kairo, "plant", {"a": f"{command} && echo x > x"})
+    done, status = run_plan(kairo, "plant", {"a": f"{command} && echo x > x"}, mode=mode)
+
+    if mode.sandboxed:
+        refused(status, "a", "Read-only file system")
+        unchanged_outside(repo, everything)
+        return
 
     assert file.exists() and file.read_bytes() != before  # planted
     assert done.returncode == 1, done.stderr
@@ -247,7 +296,7 @@ def test_what_an_agent_plants_in_the_git_directory_is_named_and_taken_out(
 
 
 def test_a_run_that_leaves_the_users_things_alone_completes_and_clean_drops_its_guard(
-    kairo: Kairo, repo: Path, tmp_path: Path
+    kairo: Kairo, repo: Path, tmp_path: Path, mode: Mode
 ) -> None:
     # All the guard records, busy but left alone: no false alarm.
     git(repo, "tag", "-a", "-m", "release", "v1")
@@ -262,7 +311,7 @@ def test_a_run_that_leaves_the_users_things_alone_completes_and_clean_drops_its_
     Path(os.fsdecode(bytes(repo) + b"/notes-\xff.txt")).write_text("untracked\n")
     git(repo, "config", "include.path", str(tmp_path / "extra.gitconfig"))
 
-    done, status = run_plan(kairo, "calm", {"a": "echo a > a", "b": "echo b > b"})
+    done, status = run_plan(kairo, "calm", {"a": "echo a > a", "b": "echo b > b"}, mode=mode)
 
     assert done.returncode == 0, done.stderr
     assert "breaches" not in status and status["status"] == "COMPLETED"
@@ -281,7 +330,7 @@ def test_clean_keeps_the_guard_refs_of_a_run_it_found_changes_in(kairo: Kairo, r
     git(repo, "reset", "-q", "--hard")
     git(repo, "branch", "lost", lost)
 
-    done, status = run_plan(kairo, "keep", {"a": "git branch -D lost && echo x > x"})
+    done, status = run_plan(kairo, "keep", {"a": "git branch -D lost && echo x > x"}, mode=LOCAL)
 
     assert done.returncode == 1
     guard = f"refs/kairo/guard/{status['execution_id'][-6:].lower()}/"
@@ -293,14 +342,25 @@ def test_clean_keeps_the_guard_refs_of_a_run_it_found_changes_in(kairo: Kairo, r
     assert git(repo, "for-each-ref", guard) == ""
 
 
-def test_a_branch_whose_name_is_not_utf8_is_named_and_put_back(kairo: Kairo, repo: Path) -> None:
+def test_a_branch_whose_name_is_not_utf8_is_named_and_put_back(
+    kairo: Kairo, repo: Path, mode: Mode
+) -> None:
     branch = os.fsdecode(b"caf\xe9")
     git(repo, "branch", branch)
     main = ref(repo, "refs/heads/main")
+    before = outside(repo)
 
     done, status = run_plan(
-        kairo, "latin", {"a": "git branch -D \"$(printf 'caf\\351')\" && echo x > x"}
+        kairo,
+        "latin",
+        {"a": "git branch -D \"$(printf 'caf\\351')\" && echo x > x"},
+        mode=mode,
     )
+
+    if mode.sandboxed:
+        refused(status, "a", "Read-only file system")
+        unchanged_outside(repo, before)
+        return
 
     assert ref(repo, f"refs/heads/{branch}") is None  # deleted
     assert done.returncode == 1, done.stderr

@@ -1,20 +1,19 @@
-"""Under bwrap an agent writes its own worktree and nothing else; secrets stay home."""
+"""Under bwrap an agent writes its own worktree and nothing else; secrets stay home.
+
+The crafted ways out (a remount, host sockets, the objects, other processes, the user's
+home and coding agents' settings) are attacks, in tests/attack/test_sandbox_escapes.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import Kairo, git, snapshot_checkout
+from tests.sandboxing import require_sandbox
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
-]
+pytestmark = pytest.mark.slow
 
 ESCAPES = """\
 version: 1
@@ -36,38 +35,19 @@ subtasks:
     agent: {{run: 'sleep 1; echo evil > ../honest/evil.txt'}}
   - id: dialer
     agent: {{run: 'python3 -c "import socket; socket.create_connection((\\"127.0.0.1\\", 5432), 2)"'}}
-  - id: remounter
-    agent: {{run: 'mount -o remount,rw / && echo evil > {repo}/remounted.txt'}}
-  - id: killer
-    agent: {{run: 'kill -0 {outside}'}}
-  - id: socketeer
-    agent: {{run: 'ls /run/postgresql; tmux -L {socket} run-shell "touch {mark}"'}}
-  - id: object-forger
-    agent: {{run: 'f=$(find {objects} -type f | head -1); chmod u+w "$f"; echo x > "$f" || rm -f "$f"'}}
-  - id: home-reader
-    agent: {{run: 'cat "{home}/.ssh/id_test"'}}
 """
 
 
 def test_an_agent_writes_its_own_worktree_and_nothing_else(
     kairo: Kairo, repo: Path, tmp_path: Path
 ) -> None:
+    require_sandbox()
     home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_test").write_text("the user's key\n")
+    home.mkdir()
     kairo.env.update({"PASSED_TOKEN": "yes", "HIDDEN_TOKEN": "leaked", "HOME": str(home)})
     before = snapshot_checkout(repo)
-    objects = repo / ".git" / "objects"
-    mark = tmp_path / "tmux-ran-it"
 
-    plan = ESCAPES.format(
-        repo=repo,
-        outside=os.getpid(),  # a process it did not start
-        socket=kairo.socket,
-        mark=mark,
-        objects=objects,
-        home=home,
-    )
+    plan = ESCAPES.format(repo=repo)
     done = kairo.run("start", str(kairo.write_plan(plan)), "--wait")
 
     assert done.returncode == 1, done.stderr
@@ -83,8 +63,8 @@ def test_an_agent_writes_its_own_worktree_and_nothing_else(
     assert len(agent_commit) == 40
     found = subprocess.run(["git", "cat-file", "-e", agent_commit], cwd=repo, check=False)
     assert found.returncode != 0  # not in the repository's objects
-    escapers = "main-writer sibling-writer dialer remounter killer socketeer object-forger"
-    for escaper in [*escapers.split(), "home-reader"]:
+    escapers = ("main-writer", "sibling-writer", "dialer")
+    for escaper in escapers:
         assert subtasks[escaper]["state"] == "failed", subtasks[escaper]
         assert "agent_failed" in subtasks[escaper]["reason"]
     report = kairo.json("report")
@@ -92,18 +72,8 @@ def test_an_agent_writes_its_own_worktree_and_nothing_else(
     assert "Read-only file system" in tails["main-writer"]
     assert "Directory nonexistent" in tails["sibling-writer"]  # it sees no other worktree
     assert "evil.txt" not in git(repo, "ls-tree", "-r", "--name-only", branch)
-    # not root, and no capability to remount; no process of the machine to see or signal
-    assert "must be superuser" in tails["remounter"], tails["remounter"]
-    assert not (repo / "remounted.txt").exists()
-    assert "No such process" in tails["killer"], tails["killer"]
     assert "Network is unreachable" in tails["dialer"] or "Errno" in tails["dialer"]
-    # no socket of the machine: not PostgreSQL's, not the tmux server's that runs its pane
-    assert "no server running" in tails["socketeer"] or "error connecting" in tails["socketeer"]
-    assert not mark.exists()
-    assert "Read-only file system" in tails["object-forger"], tails["object-forger"]
-    assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
-    # the user's home is not the agent's: neither read nor written
-    assert "No such file or directory" in tails["home-reader"]
+    # the user's home is not the agent's: not written
     assert not (home / ".claude").exists()
     assert snapshot_checkout(repo) == before
 
