@@ -16,7 +16,6 @@ its model (tests/model_server) to forge its usage through its Bash tool.
 from __future__ import annotations
 
 import json
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ from tests.real_agents import CLAUDE, installed
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.usefixtures("bwrap_runs"),
 ]
 
 STANDIN = Path(__file__).resolve().parent.parent / "agents" / "standins" / "claude"

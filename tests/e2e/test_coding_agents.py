@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import sys
@@ -122,7 +121,7 @@ def test_a_plan_of_three_kinds_runs_and_a_nudged_agent_continues_its_session(
     ]
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.usefixtures("bwrap_runs")
 def test_under_bwrap_the_agent_keeps_its_sessions_in_its_own_state_and_resumes_them(
     kairo: Kairo, tmp_path: Path
 ) -> None:

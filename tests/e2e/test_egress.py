@@ -4,7 +4,6 @@ an endpoint's key is added outside the sandbox: the agent never holds it."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from tests.real_agents import AIDER, CLAUDE, CODEX, installed
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.usefixtures("bwrap_runs"),
 ]
 
 

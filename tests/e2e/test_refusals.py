@@ -344,7 +344,7 @@ def test_validate_names_each_subtask_s_files_limits_and_conflict_resolution(
     ]
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.usefixtures("bwrap_runs")
 def test_validate_says_what_each_step_reaches_in_the_sandbox(kairo: Kairo) -> None:
     plan = kairo.write_plan(
         "version: 1\nname: p\n" + GOOD_AGENT + "sandbox: {kind: bwrap, network: {setup: none}}\n"

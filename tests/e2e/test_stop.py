@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Kairo, git, run_to_its_end
+from tests.e2e.conftest import Kairo, git, run_to_its_end, shared_with_agents
 from tests.e2e.test_limits import processes_with
 from tests.e2e.test_recovery import running_agents, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def queue_plan(kairo: Kairo, first_agent: str) -> Path:
-    """One agent at a time: `first` runs while `second` and `third` wait their turn."""
+def queue_plan(kairo: Kairo, first_agent: str, *shared: Path) -> Path:
+    """One agent at a time: `first` runs while `second` and `third` wait their turn; the
+    agents may reach the test's `shared` files."""
     return kairo.write_plan(
-        "version: 1\nname: queue\nmax_parallel: 1\n"
+        f"version: 1\nname: queue\nmax_parallel: 1\n{shared_with_agents(*shared) if shared else ''}"
         "agent: {kind: shell, run: 'echo $KAIRO_SUBTASK_ID > $KAIRO_SUBTASK_ID.txt'}\n"
         f"subtasks:\n  - id: first\n    agent: {{run: '{first_agent}'}}\n"
         "  - id: second\n  - id: third\n"
@@ -34,9 +35,12 @@ def test_stop_lets_the_running_attempt_finish_and_starts_nothing_more(
     kairo: Kairo, tmp_path: Path
 ) -> None:
     # The agent finishes when the test says so, not after a sleep a loaded machine outruns.
-    release = tmp_path / "release"
+    release = tmp_path / "gate" / "release"
+    release.parent.mkdir()
     plan = queue_plan(
-        kairo, f"while [ ! -e {release} ]; do sleep 0.05; done; echo first > first.txt"
+        kairo,
+        f"while [ ! -e {release} ]; do sleep 0.05; done; echo first > first.txt",
+        release.parent,
     )
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     wait_for(lambda: running_agents(kairo) == 1)

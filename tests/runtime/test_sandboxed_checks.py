@@ -27,7 +27,7 @@ from orchestrator.runtime.processes import (
 )
 from orchestrator.runtime.sandbox import AgentPlace, BwrapSandbox
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
+pytestmark = pytest.mark.usefixtures("bwrap_runs")
 
 
 def _git(cwd: Path, *args: str) -> None:

@@ -5,7 +5,6 @@ worktree fails; an honest check passes, and counts, as before."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from tests.e2e.test_limits import processes_with
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.reproduces("36.4"),
+    pytest.mark.usefixtures("bwrap_runs"),
 ]
 
 HONEST_CHECK = 'cat README.md > "$TMPDIR/read" && echo checked\n'
