@@ -42,7 +42,8 @@ def _sandbox(item: pytest.Item) -> str:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "mode" in callspec.params:
         return str(callspec.params["mode"].sandbox)
-    return "bwrap" if "sandboxed" in getattr(item, "fixturenames", ()) else "local"
+    fixtures = getattr(item, "fixturenames", ())
+    return "bwrap" if "sandboxed" in fixtures or "bwrap_runs" in fixtures else "local"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
