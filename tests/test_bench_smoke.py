@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = {
     "fanout_16",
     "fanout_16_cold",
+    "fanout_16_sandboxed",
     "checkpoint_us",
     "verify_100k_s",
     "merge_32",
@@ -33,7 +34,9 @@ NAMES = {
 } | ({"report_html_1024"} if missing() is None else set())  # it needs chromium
 NAMES |= {"hosts_3x4_speedup"} if hosts_missing() is None else set()  # root, initdb
 WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "merge_queue_32_clean", "report_html_1024"}
+SANDBOX_MEMORY = {"sandbox_rss_kb", "sandbox_pss_kb", "sandbox_private_kb"}
 DETAILS = {
+    "fanout_16_sandboxed": {"runners_started_s"} | SANDBOX_MEMORY,
     "report_html_1024": {"page_kb", "render_in_process_s"},
     "merge_queue_32": {"checks", "checks_one_by_one", "same_tree"},
     "merge_queue_32_clean": {"checks", "check_s"},
@@ -85,9 +88,22 @@ def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
         else:
             assert _is_number(figure["baseline"]) and figure["baseline"] > 0, name
             assert _is_number(figure["ratio"]) and figure["ratio"] > 0, name
+    # The sandboxed fan-out's agents ran under bubblewrap: its processes were found.
+    assert all(document["fanout_16_sandboxed"][key] > 0 for key in SANDBOX_MEMORY)
     assert "measurement" in done.stdout  # the table
     # Its tmux server and temporary directory are gone with it.
     assert not list(tmp_path.glob("kairo-bench-*"))
+
+
+@pytest.mark.slow
+def test_the_sandboxed_fan_out_alone_is_measured_against_the_local_one(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = tiny_bench(tmp_path, "--only", "fanout_16_sandboxed", "--out", str(out))
+
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert set(document) == {"fanout_16_sandboxed"}
+    assert document["fanout_16_sandboxed"]["sandbox_pss_kb"] > 0
+    assert "the loop" not in done.stderr  # no shell loop: its baseline is kairo's own
 
 
 @pytest.mark.slow
