@@ -13,13 +13,14 @@ round to the next so that the machine's drift falls on all alike:
 - `git dir`: of which the worktree's git directory copied, alone;
 - `probe`: `_bwrap_problem`, the sandbox `start` makes once to learn whether bubblewrap
   runs here (`true` inside);
-- `sandbox`: the command line `wrap` gives, with `true` for the agent: what a runner
+- `sandbox`: the command line `wrap` gives, with `echo` for the agent: what a runner
   starts;
-- `bare`: `true` alone, the same agent without a sandbox;
+- `bare`: `echo` alone, the same agent without a sandbox;
 
 and then K of `sandbox` and of `bare` at once, as a fan-out starts them. A figure is the
-median wall time and CPU (this process's for `wrap`; the children's, from wait4,
-otherwise) over N rounds. docs/benchmarks.md holds what they were.
+median wall time until the agents ran (had printed) and until they had exited, and CPU
+(this process's for `wrap`; the children's, from wait4, otherwise) over N rounds.
+docs/benchmarks.md holds what they were.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ import bench  # noqa: E402  (the generated repository and its lab)
 from orchestrator.git.repo import discover_repo  # noqa: E402
 from orchestrator.runtime import sandbox  # noqa: E402
 
-Step = Callable[[], None]
+#: One step; the time from its start until its agents ran, where it starts agents.
+Step = Callable[[], float | None]
 
 
 def children_cpu() -> float:
@@ -57,20 +59,27 @@ def own_cpu() -> float:
     return time.process_time()
 
 
-def timed(step: Step, cpu: Callable[[], float]) -> tuple[float, float]:
-    """The wall time and CPU of one `step`."""
+def timed(step: Step, cpu: Callable[[], float]) -> tuple[float | None, float, float]:
+    """The time until the agents of one `step` ran, its wall time and its CPU."""
     c0, t0 = cpu(), time.perf_counter()
-    step()
-    return time.perf_counter() - t0, cpu() - c0
+    running = step()
+    return running, time.perf_counter() - t0, cpu() - c0
 
 
-def run_all(argvs: list[list[str]]) -> None:
-    """Start every command line at once and wait for them all; each must succeed."""
+def run_all(argvs: list[list[str]]) -> float:
+    """Start every command line at once and wait for them all, each to print and to
+    succeed; the time until every one had printed."""
+    t0 = time.perf_counter()
     processes = [
-        subprocess.Popen(a, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for a in argvs
+        subprocess.Popen(a, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE) for a in argvs
     ]
     for process in processes:
-        assert process.wait() == 0, process.args
+        assert process.stdout is not None and process.stdout.read(1), process.args
+    running = time.perf_counter() - t0
+    for process in processes:
+        process.communicate()
+        assert process.returncode == 0, process.args
+    return running
 
 
 def main() -> int:
@@ -104,13 +113,13 @@ def main() -> int:
             checkout=repo,
         )
         chosen = sandbox.BwrapSandbox(binary=binary)
-        wrapped = chosen.wrap(["true"], place)
+        wrapped = chosen.wrap(["echo", "running"], place)
         private = sandbox._private_git_dir(worktree)
         assert private is not None
         copies = itertools.count()
 
         def wrap() -> None:
-            chosen.wrap(["true"], place)
+            chosen.wrap(["echo", "running"], place)
 
         def copy_git_dir() -> None:
             sandbox._scratch_git_dir(private, run_dir / "copies" / str(next(copies)), head)
@@ -118,23 +127,27 @@ def main() -> int:
         def probe() -> None:
             sandbox._bwrap_problem.__wrapped__(binary)  # uncached: what each `start` pays
 
+        bare = ["echo", "running"]
+
         steps: dict[str, tuple[Step, Callable[[], float]]] = {
             "wrap": (wrap, own_cpu),
             "git dir": (copy_git_dir, own_cpu),
             "probe": (probe, children_cpu),
             "sandbox": (lambda: run_all([wrapped]), children_cpu),
-            "bare": (lambda: run_all([["true"]]), children_cpu),
+            "bare": (lambda: run_all([bare]), children_cpu),
             f"sandbox x{args.burst}": (lambda: run_all([wrapped] * args.burst), children_cpu),
-            f"bare x{args.burst}": (lambda: run_all([["true"]] * args.burst), children_cpu),
+            f"bare x{args.burst}": (lambda: run_all([bare] * args.burst), children_cpu),
         }
         names = list(steps)
+        runs: dict[str, list[float]] = {name: [] for name in names}
         walls: dict[str, list[float]] = {name: [] for name in names}
         cpus: dict[str, list[float]] = {name: [] for name in names}
         for i in range(args.runs + 1):  # the first round warms up, unmeasured
             first = i % len(names)
             for name in [*names[first:], *names[:first]]:
-                wall, cpu = timed(*steps[name])
+                running, wall, cpu = timed(*steps[name])
                 if i:
+                    runs[name] += [] if running is None else [running]
                     walls[name].append(wall)
                     cpus[name].append(cpu)
         size = (private / "index").stat().st_size
@@ -142,10 +155,11 @@ def main() -> int:
         lab.close()
 
     print(f"{args.runs} rounds, load average {os.getloadavg()[0]:.2f}; index {size} bytes")
-    print(f"{'':<16} {'wall ms':>9} {'CPU ms':>9}")
+    print(f"{'':<16} {'ran ms':>9} {'wall ms':>9} {'CPU ms':>9}")
     for name in names:
+        ran = f"{statistics.median(runs[name]) * 1e3:>9.2f}" if runs[name] else f"{'':>9}"
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
-        print(f"{name:<16} {wall * 1e3:>9.2f} {cpu * 1e3:>9.2f}")
+        print(f"{name:<16} {ran} {wall * 1e3:>9.2f} {cpu * 1e3:>9.2f}")
     return 0
 
 
