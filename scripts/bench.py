@@ -660,7 +660,7 @@ def bench_fanout(
     bench.json also gets the machine's busy CPU seconds over each (`cpu_s`,
     `baseline_cpu_s`): the loop keeps one core busy, kairo both, so on a machine of few
     cores the CPU kairo spends beside git's, not its waiting, is what sets the ratio; and
-    the sandboxed fan-out's `runners_started_s` and the memory of its bwrap processes a
+    the sandboxed fan-out's `runners_started_s` and the memory of its bwrap processes an
     agent (`sandbox_rss_kb`, `sandbox_pss_kb`, `sandbox_private_kb`).
     """
     assert loop or sandboxed, "nothing to compare the fan-out with"
@@ -1277,6 +1277,12 @@ def bench_report_html(lab: Lab, sizes: Sizes) -> Figure:
     )
 
 
+def bwrap_missing() -> str | None:
+    from orchestrator.runtime.sandbox import bwrap_unavailable
+
+    return bwrap_unavailable()
+
+
 def hosts_missing() -> str | None:
     from tests.hosts.lab import missing
 
@@ -1368,6 +1374,11 @@ def main(argv: list[str] | None = None) -> int:
     if "status_ms" in wanted and "rss_64_mb" not in wanted:
         wanted.append("rss_64_mb")  # status is measured on the rss run's execution
 
+    sandboxed = "fanout_16_sandboxed" in wanted
+    if sandboxed and bwrap_missing() is not None:
+        note(f"fanout_16_sandboxed: skipped, {bwrap_missing()}")
+        sandboxed = False
+
     lab = Lab(args.workdir)
     figures: list[Figure] = []
     failed: list[str] = []
@@ -1380,7 +1391,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes,
             cold=False,
             loop="fanout_16" in wanted,
-            sandboxed="fanout_16_sandboxed" in wanted,
+            sandboxed=sandboxed,
         ),
         "fanout_16_cold": lambda: bench_fanout(lab, sizes, cold=True),
         "checkpoint_us": lambda: bench_checkpoint(lab, sizes),
@@ -1400,7 +1411,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, measurement in measurements.items():
             # fanout_16_sandboxed is measured with the local fan-out, its baseline.
-            if name not in wanted and not (name == "fanout_16" and "fanout_16_sandboxed" in wanted):
+            if name not in wanted and not (name == "fanout_16" and sandboxed):
                 continue
             if name == "report_html_1024" and browser_missing() is not None:
                 note(f"report_html_1024: skipped, {browser_missing()}")
