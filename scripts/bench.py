@@ -9,9 +9,14 @@ job costs done by hand with git, tmux or sqlite3:
 
     fanout_16      `start` until all 16 agents' processes run (a 2,000-file repository),
                    in a repository where an earlier execution ran and was cleaned: its
-                   16 released worktrees kept as spares, as after any earlier run;
+                   16 released worktrees kept as spares, as after any earlier run; the
+                   plan says `sandbox: {kind: local}`, as the loop has no sandbox either;
                    baseline: a shell loop of `git worktree add` + `tmux new-window`
     fanout_16_cold the same in a repository kairo-orch never ran in: every worktree new
+    fanout_16_sandboxed  the same as fanout_16 under the default sandbox (bubblewrap), until
+                   every agent runs inside its own; baseline: fanout_16's kairo side, in
+                   the same rounds, until its agents run; with the memory of each agent's
+                   bwrap processes
     checkpoint_us  one durable safe-point append (`SqliteStore.append`);
                    baseline: a bare sqlite3 INSERT, same WAL + synchronous=FULL, same hashing
     verify_100k_s  `SqliteStore.verify` of a 100,000-event log;
@@ -43,8 +48,9 @@ job costs done by hand with git, tmux or sqlite3:
 
 Each measurement runs `--warmup` times unmeasured, then `--runs` times; the figure is the
 median. A baseline runs in the same process, alternating with its measurement (kairo
-first in even runs, the baseline first in odd ones, or op by op for the store), so that a
-noisy two-core machine slows both alike and the ratio holds. `ratio` is value/baseline.
+first in even runs, the baseline first in odd ones, or op by op for the store; the warm
+fan-out's three sides each begin a round in turn), so that a noisy two-core machine slows
+both alike and the ratio holds. `ratio` is value/baseline.
 
 Nothing here touches the user's tmux server or repositories: everything lives in a
 temporary directory, tmux runs as `tmux -L kairo-bench-<pid>` with a TMUX_TMPDIR of its
@@ -101,6 +107,9 @@ from bench_guard import guard_compare_pair  # noqa: E402  (likewise)
 POLL_S = 0.01
 WAIT_S = 600.0  # the longest any single wait may take before the run is abandoned
 SLEEPING_AGENT = "sleep 600"  # ended with its tmux session once measured
+# The same, saying that it runs: its first line in its output log is the sign that it does,
+# inside its sandbox if it has one.
+ANNOUNCED_SLEEP = f"echo running; exec {SLEEPING_AGENT}"
 SHORT_AGENT = 'sleep 0.2; echo "$KAIRO_SUBTASK_ID" > "bench-$KAIRO_SUBTASK_ID.txt"'
 
 
@@ -166,6 +175,7 @@ class Target:
 TARGETS: dict[str, tuple[str, Target]] = {
     "fanout_16": ("s", Target("ratio <= 1.10", max_ratio=1.10)),
     "fanout_16_cold": ("s", Target("ratio <= 1.10", max_ratio=1.10)),
+    "fanout_16_sandboxed": ("s", Target("ratio <= 1.15", max_ratio=1.15)),
     "checkpoint_us": ("µs", Target("<= 500 µs and ratio <= 1.5", max_value=500, max_ratio=1.5)),
     "verify_100k_s": ("s", Target("<= 1.0 s and ratio <= 1.5", max_value=1.0, max_ratio=1.5)),
     "merge_32": ("s", Target("ratio <= 0.35", max_ratio=0.35)),
@@ -546,12 +556,16 @@ def make_repo(lab: Lab, directory: Path, files: int) -> Path:
     return repo
 
 
-def write_plan(repo: Path, name: str, subtasks: int, run: str, max_parallel: int) -> Path:
-    """A plan of `subtasks` shell agents running `run`, outside the repository."""
+def write_plan(
+    repo: Path, name: str, subtasks: int, run: str, max_parallel: int, sandbox: str | None = None
+) -> Path:
+    """A plan of `subtasks` shell agents running `run`, outside the repository, in the
+    `sandbox` of that kind (None: the default's)."""
     lines = [
         "version: 1",
         f"name: {name}",
         f"max_parallel: {max_parallel}",
+        *(["sandbox:", f"  kind: {sandbox}"] if sandbox is not None else []),
         "agent:",
         "  kind: shell",
         f"  run: {json.dumps(run)}",
@@ -571,46 +585,130 @@ def started_agents(repo: Path, *, besides: Collection[Path] = ()) -> int:
     )
 
 
+def running_agents(repo: Path, *, besides: Collection[Path] = ()) -> int:
+    """Attempts whose agent has written to its output log (ANNOUNCED_SLEEP's line), in the
+    executions of `repo` other than `besides`."""
+    from orchestrator.core.ids import OUTPUT_LOG
+
+    count = 0
+    for execution in Lab.execution_dirs(repo):
+        if execution not in besides:
+            for log in execution.glob(f"*/1/{OUTPUT_LOG}"):
+                with contextlib.suppress(OSError):
+                    count += log.stat().st_size > 0
+    return count
+
+
 # ---------------------------------------------------------------------------------------
 # The measurements, one function each
 
 
-def bench_fanout(lab: Lab, sizes: Sizes, *, cold: bool) -> Figure:
-    """`start` until every agent's process runs, against a shell loop doing the same by
-    hand: one `git worktree add` (with its checkout) and one `tmux new-window` each.
+@dataclass
+class FanoutRuns:
+    """What one side of the fan-out measured in each of its runs, warm-ups first."""
 
-    Not `cold`, every run goes on in one repository, ended between runs the way a user
-    ends one (`stop --now`, `clean --force`: the released worktrees are kept as spares), so each
-    measured run's worktrees are the last run's, checked out anew; `cold`, each run has a
-    new copy of the repository and every worktree is written from nothing.
+    values: list[float] = field(default_factory=list)
+    cpu: BusyCpu = field(default_factory=BusyCpu)
+    #: A kairo fan-out's: until every runner had started its agent (started.json), and
+    #: until every agent ran (had written to its output log, from inside its sandbox).
+    started: list[float] = field(default_factory=list)
+    running: list[float] = field(default_factory=list)
+    #: A sandboxed fan-out's: the memory of each agent's bwrap processes (`sandbox_memory`).
+    memory: list[dict[str, float]] = field(default_factory=list)
+
+    def label(self, sizes: Sizes) -> str:
+        """What the run about to be made is called in the notes."""
+        i = len(self.values)
+        return f"run {i - sizes.warmup + 1}/{sizes.runs}" if i >= sizes.warmup else "warm-up"
+
+
+def measured_median(samples: list[float], sizes: Sizes) -> float:
+    """The median of `samples` but their warm-ups."""
+    return statistics.median(samples[sizes.warmup :])
+
+
+def rotate(sizes: Sizes, sides: list[Callable[[], None]]) -> None:
+    """`warmup` unmeasured rounds, then `runs` measured ones, of every side in turn, each
+    round beginning one side later than the last (with two: `repeat`'s alternation), so
+    that a noisy machine slows each side alike."""
+    for i in range(sizes.warmup + sizes.runs):
+        first = i % len(sides)
+        for side in [*sides[first:], *sides[:first]]:
+            side()
+
+
+def bench_fanout(
+    lab: Lab, sizes: Sizes, *, cold: bool, loop: bool = True, sandboxed: bool = False
+) -> list[Figure]:
+    """`start` until every agent's process runs, against a shell loop doing the same by
+    hand (`loop`): one `git worktree add` (with its checkout) and one `tmux new-window`
+    each; and (`sandboxed`, not `cold`) the same fan-out under the default sandbox against
+    the local one, in the same rounds.
+
+    The local fan-out says `sandbox: {kind: local}`, as the loop has none: its figures
+    stay those of the fan-out before bubblewrap became the default. Its figure ends when
+    every runner has started its agent, as it always has; the sandboxed one, and its
+    baseline, end when every agent has printed a line, from inside its sandbox: a runner
+    starts bwrap, which still has its namespaces and mounts to make.
+
+    Not `cold`, every run goes on in one repository (one each, local and sandboxed),
+    ended between runs the way a user ends one (`stop --now`, `clean --force`: the released
+    worktrees are kept as spares), so each measured run's worktrees are the last run's,
+    checked out anew; `cold`, each run has a new copy of the repository and every worktree
+    is written from nothing.
 
     bench.json also gets the machine's busy CPU seconds over each (`cpu_s`,
     `baseline_cpu_s`): the loop keeps one core busy, kairo both, so on a machine of few
-    cores the CPU kairo spends beside git's, not its waiting, is what sets the ratio.
+    cores the CPU kairo spends beside git's, not its waiting, is what sets the ratio; and
+    the sandboxed fan-out's `runners_started_s` and the memory of its bwrap processes an
+    agent (`sandbox_rss_kb`, `sandbox_pss_kb`, `sandbox_private_kb`).
     """
+    assert loop or sandboxed, "nothing to compare the fan-out with"
     n = sizes.fanout
     template = lab.template(sizes.repo_files)
-    ours, theirs = BusyCpu(), BusyCpu()
-    reused: list[Path] = []
+    name = "fanout_16_cold" if cold else "fanout_16"
+    local, by_hand, bubblewrapped = FanoutRuns(), FanoutRuns(), FanoutRuns()
 
-    def kairo() -> float:
-        repo = reused[0] if reused else lab.copy_of(template, "fanout")
-        plan = write_plan(repo, "fanout", n, SLEEPING_AGENT, max_parallel=n)
-        earlier = Lab.execution_dirs(repo)
-        ours.begin()
-        t0 = time.perf_counter()
-        lab.kairo("start", str(plan), "--detach", cwd=repo)
-        wait_until(f"{n} agents to start", lambda: started_agents(repo, besides=earlier) >= n)
-        elapsed = time.perf_counter() - t0
-        ours.end()
-        if not cold:
-            lab.kairo("stop", "--now", "--wait", cwd=repo)
-            lab.kairo("clean", "--force", cwd=repo)
-            reused[:] = [repo]
-        lab.retire(repo)
-        return elapsed
+    def kairo(runs: FanoutRuns, sandbox: str | None) -> Callable[[], None]:
+        """One side: the plan's `sandbox` kind, or none (the default)."""
+        reused: list[Path] = []
 
-    def by_hand() -> float:
+        def run() -> None:
+            label = runs.label(sizes)
+            repo = reused[0] if reused else lab.copy_of(template, f"fanout-{sandbox or 'default'}")
+            plan = write_plan(repo, "fanout", n, ANNOUNCED_SLEEP, max_parallel=n, sandbox=sandbox)
+            earlier = Lab.execution_dirs(repo)
+            runs.cpu.begin()
+            t0 = time.perf_counter()
+            lab.kairo("start", str(plan), "--detach", cwd=repo)
+            wait_until(f"{n} agents to start", lambda: started_agents(repo, besides=earlier) >= n)
+            started = time.perf_counter() - t0
+            wait_until(f"{n} agents to run", lambda: running_agents(repo, besides=earlier) >= n)
+            running = time.perf_counter() - t0
+            runs.cpu.end()
+            runs.started.append(started)
+            runs.running.append(running)
+            if sandbox is None:
+                runs.memory.append(sandbox_memory(repo, besides=earlier))
+                runs.values.append(running)
+                memory = runs.memory[-1]
+                note(
+                    f"fanout_16_sandboxed {label}: {running:.4g} s (its runners started at "
+                    f"{started:.4g} s); bwrap an agent: {memory['sandbox_pss_kb']:.0f} kB PSS"
+                )
+            else:
+                runs.values.append(started)
+                note(f"{name} {label}: {started:.4g} s (its agents running at {running:.4g} s)")
+            if not cold:
+                lab.kairo("stop", "--now", "--wait", cwd=repo)
+                lab.kairo("clean", "--force", cwd=repo)
+                reused[:] = [repo]
+            lab.retire(repo)
+
+        return run
+
+    def shell_loop() -> None:
+        label = by_hand.label(sizes)
         repo = lab.copy_of(template, "fanout-baseline")
         markers = repo.parent / "started"
         markers.mkdir()
@@ -624,24 +722,89 @@ def bench_fanout(lab: Lab, sizes: Sizes, *, cold: bool) -> Figure:
                     "sh -c 'touch {markers}/$i; exec {SLEEPING_AGENT}'"
             done
         """
-        theirs.begin()
+        by_hand.cpu.begin()
         t0 = time.perf_counter()
         lab.bash(script, repo)
         wait_until(f"{n} sleeps to start", lambda: sum(1 for _ in markers.iterdir()) >= n)
         elapsed = time.perf_counter() - t0
-        theirs.end()
+        by_hand.cpu.end()
+        by_hand.values.append(elapsed)
+        note(f"{name} {label}: the loop {elapsed:.4g} s")
         lab.tmux("kill-session", "-t", "=bench-fanout")
         lab.retire(repo)
-        return elapsed
 
-    name = "fanout_16_cold" if cold else "fanout_16"
-    figure = repeat(name, sizes, alternate(kairo, by_hand))
-    cpu = ours.median_of_last(sizes.runs)
-    baseline_cpu = theirs.median_of_last(sizes.runs)
+    sides = [kairo(local, "local")]
+    sides += [shell_loop] if loop else []
+    sides += [kairo(bubblewrapped, None)] if sandboxed and not cold else []
+    rotate(sizes, sides)
+
+    figures = []
+    if loop:
+        figures.append(compared(name, local, by_hand, by_hand.values, sizes))
+    if sandboxed and not cold:
+        figure = compared("fanout_16_sandboxed", bubblewrapped, local, local.running, sizes)
+        started = measured_median(bubblewrapped.started, sizes)
+        memory = {
+            key: statistics.median(m[key] for m in bubblewrapped.memory[sizes.warmup :])
+            for key in bubblewrapped.memory[0]
+        }
+        note(
+            "fanout_16_sandboxed: bwrap's processes an agent (medians): "
+            + ", ".join(f"{key} {value:.0f}" for key, value in memory.items())
+        )
+        figures.append(
+            replace(figure, details={**figure.details, "runners_started_s": started, **memory})
+        )
+    return figures
+
+
+def compared(
+    name: str, ours: FanoutRuns, theirs: FanoutRuns, baselines: list[float], sizes: Sizes
+) -> Figure:
+    """The figure of `ours` beside `baselines` (measured by `theirs`), with both CPUs."""
+    measured = tuple(ours.values[sizes.warmup :])
+    figure = Figure(name, statistics.median(measured), measured_median(baselines, sizes), measured)
+    cpu = ours.cpu.median_of_last(sizes.runs)
+    baseline_cpu = theirs.cpu.median_of_last(sizes.runs)
     if cpu is None or baseline_cpu is None:
         return figure
     note(f"{name} CPU (the whole machine): {cpu:.3g} s, baseline {baseline_cpu:.3g} s")
     return replace(figure, details={"cpu_s": cpu, "baseline_cpu_s": baseline_cpu})
+
+
+def sandbox_memory(repo: Path, *, besides: Collection[Path]) -> dict[str, float]:
+    """The memory of the bubblewrap processes of each running attempt of `repo` (the
+    runner's child, bwrap, and its child, pid 1 of the agent's pid namespace), a mean
+    per attempt, in kB, from their smaps_rollup: resident (`sandbox_rss_kb`), its share of
+    pages shared with other processes (`sandbox_pss_kb`) and its own (`sandbox_private_kb`).
+
+    The kernel's own memory for the namespaces and mounts is not counted."""
+    started = [
+        p for e in Lab.execution_dirs(repo) if e not in besides for p in e.glob("*/1/started.json")
+    ]
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    totals = {"sandbox_rss_kb": 0.0, "sandbox_pss_kb": 0.0, "sandbox_private_kb": 0.0}
+    for path in started:
+        agent = int(json.loads(path.read_text(encoding="utf-8"))["agent_pid"])
+        for pid in (agent, *children.get(agent, ())):
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
+                continue
+            rollup = {
+                key: float(value.split()[0])
+                for key, _, value in (
+                    line.partition(":")
+                    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
+                )
+            }
+            totals["sandbox_rss_kb"] += rollup["Rss"]
+            totals["sandbox_pss_kb"] += rollup["Pss"]
+            totals["sandbox_private_kb"] += rollup["Private_Clean"] + rollup["Private_Dirty"]
+    return {key: total / len(started) for key, total in totals.items()}
 
 
 def _safe_point_event(i: int) -> Any:
@@ -1114,6 +1277,12 @@ def bench_report_html(lab: Lab, sizes: Sizes) -> Figure:
     )
 
 
+def bwrap_missing() -> str | None:
+    from orchestrator.runtime.sandbox import bwrap_unavailable
+
+    return bwrap_unavailable()
+
+
 def hosts_missing() -> str | None:
     from tests.hosts.lab import missing
 
@@ -1205,12 +1374,25 @@ def main(argv: list[str] | None = None) -> int:
     if "status_ms" in wanted and "rss_64_mb" not in wanted:
         wanted.append("rss_64_mb")  # status is measured on the rss run's execution
 
+    sandboxed = "fanout_16_sandboxed" in wanted
+    if sandboxed and bwrap_missing() is not None:
+        note(f"fanout_16_sandboxed: skipped, {bwrap_missing()}")
+        sandboxed = False
+
     lab = Lab(args.workdir)
     figures: list[Figure] = []
     failed: list[str] = []
     kept: list[Path] = []
     measurements: dict[str, Callable[[], Figure | list[Figure]]] = {
-        "fanout_16": lambda: bench_fanout(lab, sizes, cold=False),
+        # Both rows of the warm fan-out, in one set of rounds: the local fan-out is the
+        # sandboxed one's baseline.
+        "fanout_16": lambda: bench_fanout(
+            lab,
+            sizes,
+            cold=False,
+            loop="fanout_16" in wanted,
+            sandboxed=sandboxed,
+        ),
         "fanout_16_cold": lambda: bench_fanout(lab, sizes, cold=True),
         "checkpoint_us": lambda: bench_checkpoint(lab, sizes),
         "verify_100k_s": lambda: bench_verify(lab, sizes),
@@ -1228,7 +1410,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         for name, measurement in measurements.items():
-            if name not in wanted:
+            # fanout_16_sandboxed is measured with the local fan-out, its baseline.
+            if name not in wanted and not (name == "fanout_16" and sandboxed):
                 continue
             if name == "report_html_1024" and browser_missing() is not None:
                 note(f"report_html_1024: skipped, {browser_missing()}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.sandbox import bwrap_unavailable
 from tests.browser import missing
 from tests.hosts.lab import missing as hosts_missing
 
@@ -32,8 +33,11 @@ NAMES = {
     "guard_compare_ms",
 } | ({"report_html_1024"} if missing() is None else set())  # it needs chromium
 NAMES |= {"hosts_3x4_speedup"} if hosts_missing() is None else set()  # root, initdb
+NAMES |= {"fanout_16_sandboxed"} if bwrap_unavailable() is None else set()
 WITHOUT_BASELINE = {"resume_32_s", "rss_64_mb", "merge_queue_32_clean", "report_html_1024"}
+SANDBOX_MEMORY = {"sandbox_rss_kb", "sandbox_pss_kb", "sandbox_private_kb"}
 DETAILS = {
+    "fanout_16_sandboxed": {"runners_started_s"} | SANDBOX_MEMORY,
     "report_html_1024": {"page_kb", "render_in_process_s"},
     "merge_queue_32": {"checks", "checks_one_by_one", "same_tree"},
     "merge_queue_32_clean": {"checks", "check_s"},
@@ -85,9 +89,23 @@ def test_tiny_bench_writes_every_figure(tmp_path: Path) -> None:
         else:
             assert _is_number(figure["baseline"]) and figure["baseline"] > 0, name
             assert _is_number(figure["ratio"]) and figure["ratio"] > 0, name
+    if "fanout_16_sandboxed" in NAMES:  # its agents ran under bubblewrap, found running
+        assert all(document["fanout_16_sandboxed"][key] > 0 for key in SANDBOX_MEMORY)
     assert "measurement" in done.stdout  # the table
     # Its tmux server and temporary directory are gone with it.
     assert not list(tmp_path.glob("kairo-bench-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap_unavailable() is not None, reason="bubblewrap cannot run here")
+def test_the_sandboxed_fan_out_alone_is_measured_against_the_local_one(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = tiny_bench(tmp_path, "--only", "fanout_16_sandboxed", "--out", str(out))
+
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert set(document) == {"fanout_16_sandboxed"}
+    assert document["fanout_16_sandboxed"]["sandbox_pss_kb"] > 0
+    assert "the loop" not in done.stderr  # no shell loop: its baseline is kairo's own
 
 
 @pytest.mark.slow
