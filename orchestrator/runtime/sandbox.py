@@ -17,7 +17,8 @@ a file of the user's that a later program of theirs runs (hooks in ~/.claude, `n
 - new user, process, IPC and hostname namespaces, every capability dropped, the agent
   mapped to a uid that is not 0 (Codex's own bubblewrap nests only then), ended with its
   runner (`--die-with-parent`);
-- an empty tmpfs over /tmp, /var/tmp, /run and /dev/shm (where sockets live), over the
+- an empty tmpfs over /tmp, /run and /dev/shm (where sockets live; not /var/tmp, where
+  checkouts and tools are kept for good, as a CI's clone), over the
   user's home and the agent's HOME (their keys and other tools' tokens), over the user's
   checkout (its uncommitted files, `.env`) and over `.git/kairo` (the store, other
   attempts' files); the programs the agent needs bound back read-only: its PATH entries,
@@ -79,8 +80,9 @@ SANDBOX_UID = 1000
 #: Who the agent's own git commits as, inside (its commits never leave the sandbox).
 AGENT_NAME, AGENT_EMAIL = "kairo-orch agent", "agent@kairo-orch.invalid"
 
-# Where the sockets of a machine live, and what is nobody's but the session's.
-_HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+# Where the sockets of a machine live, and what is nobody's but the session's. Not
+# /var/tmp: it outlives a boot and holds checkouts and installed tools (a CI's clone).
+_HIDDEN_ROOTS = ("/tmp", "/run", "/dev/shm")
 
 # Folders of a home that hold many tools' files: a tool in one of them is bound by its own
 # folder (~/.local/bin), not the whole (~/.local/share holds keyrings).
