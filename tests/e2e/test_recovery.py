@@ -514,8 +514,9 @@ def test_the_band_without_a_supervisor_starts_at_the_killed_one_s_last_heartbeat
     """Its heartbeats go on after its last event; the resume's claim writes over the last
     of them, so the resumed supervisor_started keeps it, and the report's band starts there."""
     seed(repo)
-    release = tmp_path / "release"
-    plan = kairo.write_plan(HELD.format(release=release))
+    release = tmp_path / "gate" / "open"
+    release.parent.mkdir()
+    plan = kairo.write_plan(HELD.format(release=release) + shared_with_agents(release.parent))
     assert kairo.run("start", str(plan), "--detach").returncode == 0
     execution_id = kairo.json("status")["execution_id"]
     database = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "kairo" / "kairo.db"
