@@ -24,6 +24,7 @@ from orchestrator.core.cleanup import (
     SpareKept,
     SparesRemoved,
 )
+from orchestrator.core.decide import agent_state_dir
 from orchestrator.core.guard import GUARD_NAMESPACE
 from orchestrator.core.ids import short_id, short_id_named, subtask_branch
 from orchestrator.core.state import ExecutionState
@@ -232,8 +233,10 @@ def _remove_agent_state(state: ExecutionState, subtask_id: str) -> bool:
     of each attempt (its temporary files, its own commits): the agent's, not the
     record's. Whether there was any. Never through a link the agent left in them
     (rmtree removes links, it does not follow them)."""
-    folder = Path(state.created.run_root) / subtask_id
-    found = [path for path in (folder / "agent-state", *folder.glob("*/scratch")) if path.is_dir()]
+    sessions = Path(agent_state_dir(state.created.run_root, subtask_id))
+    # Each attempt's scratch and each check's: `<subtask>/<attempt or check>/scratch`.
+    scratches = sessions.parent.glob("*/scratch")
+    found = [path for path in (sessions, *scratches) if path.is_dir()]
     for path in found:
         shutil.rmtree(path, ignore_errors=True)
     return bool(found)
