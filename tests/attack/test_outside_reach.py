@@ -16,6 +16,7 @@ its model (tests/model_server) to forge its usage through its Bash tool.
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -66,8 +67,11 @@ def attacking_claude(tmp_path: Path, notes: Path) -> Path:
     program = tmp_path / "bin" / "claude"
     program.parent.mkdir()
     attack = "{\n" + ATTACK.format(notes=notes, forged=FORGED_LINE) + "}"
+    # Beside the program, whose folder the sandbox shows: a clone under /tmp would hide it.
+    standin = program.with_name("claude-standin")
+    shutil.copyfile(STANDIN, standin)
     script = AGENT.format(
-        home=tmp_path / "home", attack=attack, python=sys.executable, standin=STANDIN
+        home=tmp_path / "home", attack=attack, python=sys.executable, standin=standin
     )
     program.write_text(script)
     program.chmod(program.stat().st_mode | stat.S_IXUSR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -59,12 +60,20 @@ def stand_in(tmp_path: Path, name: str) -> Path:
             argv=tmp_path / "argv" / f"{name}.jsonl",
             name=name,
             python=sys.executable,
-            standin=STANDINS / name,
+            standin=_beside(program, STANDINS / name),
         )
     )
     program.chmod(program.stat().st_mode | stat.S_IXUSR)
     (tmp_path / "argv").mkdir(exist_ok=True)
     return program
+
+
+def _beside(program: Path, standin: Path) -> Path:
+    """A copy of the stand-in beside the program, whose folder the sandbox shows (a clone
+    under /tmp, which it hides, would leave the original out of its reach)."""
+    copy = program.with_name(f"{standin.name}-standin")
+    shutil.copyfile(standin, copy)
+    return copy
 
 
 def argv_lines(tmp_path: Path, name: str) -> list[list[str]]:
