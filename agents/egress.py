@@ -176,7 +176,7 @@ class Egress:
                 self._connect(client, rest, deadline)
             elif port in self.forwards:
                 upstream = socket.create_connection(self.forwards[port], CONNECT_SECONDS)
-                _relay(client, upstream, rest)
+                relay(client, upstream, rest)
             elif port in self.reverse:
                 self._reverse(client, self.reverse[port], rest, deadline)
         except (OSError, ValueError):
@@ -211,7 +211,7 @@ class Egress:
             client.sendall(refusal("502 Bad Gateway", f"kairo egress: {target}: {exc}"))
             return
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        _relay(client, upstream, rest)
+        relay(client, upstream, rest)
 
     def _reverse(self, client: socket.socket, url: str, buffered: bytes, deadline: float) -> None:
         head, rest = _read_head(client, buffered, deadline)
@@ -237,7 +237,7 @@ class Egress:
                 upstream, server_hostname=address[0]
             )
         upstream.sendall(rewritten)
-        _relay(client, upstream, rest)
+        relay(client, upstream, rest)
 
     def _log(self, line: str) -> None:
         if line not in self.refused:  # once each: a client that retries must not flood
@@ -281,8 +281,9 @@ def _read_head(client: socket.socket, data: bytes, deadline: float) -> tuple[byt
     return head, rest
 
 
-def _relay(a: socket.socket, b: socket.socket, first: bytes) -> None:
-    """Copy bytes both ways until both sides are done, or none moved for IDLE_SECONDS."""
+def relay(a: socket.socket, b: socket.socket, first: bytes) -> None:
+    """Copy bytes both ways until both sides are done, or none moved for IDLE_SECONDS;
+    `b` closed then (the forwarder inside relays through this too)."""
     try:
         if first:
             b.sendall(first)

@@ -13,7 +13,7 @@ agent.
 
 # pathlib and contextlib would be a visible part of the forwarder's startup, as of the
 # runner's; os.path and a try/except-pass are free:
-# ruff: noqa: PTH100, PTH120, SIM105
+# ruff: noqa: PTH100, PTH120
 
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ import threading
 if __package__ in (None, ""):  # run by path, as the stream filters are
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents.egress import socket_path
+from agents.egress import relay, socket_path
 
 PARENT_POLL_SECONDS = 0.5
-CHUNK = 65536
 
 
 def _listeners(ports: list[int]) -> list[tuple[socket.socket, int]]:
@@ -54,27 +53,11 @@ def _relay(client: socket.socket, path: str, port: int) -> None:
     try:
         upstream.connect(path)
         upstream.sendall(f"{port}\n".encode())
-        peers = {client: upstream, upstream: client}
-        with selectors.DefaultSelector() as selector:
-            for sock in peers:
-                selector.register(sock, selectors.EVENT_READ)
-            while selector.get_map():
-                for key, _ in selector.select():
-                    source: socket.socket = key.fileobj  # type: ignore[assignment]
-                    data = source.recv(CHUNK)
-                    if data:
-                        peers[source].sendall(data)
-                        continue
-                    selector.unregister(source)
-                    try:
-                        peers[source].shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
+        relay(client, upstream, b"")  # closes upstream
     except OSError:
-        pass
+        upstream.close()
     finally:
         client.close()
-        upstream.close()
 
 
 def serve(listeners: list[tuple[socket.socket, int]], path: str, parent: int) -> None:
